@@ -1,0 +1,109 @@
+"""Speed, measured side by side in one run and printed as ratios.
+
+    python -m carbon_app.bench                 # Carbon-500M shape, random weights, CPU
+    python -m carbon_app.bench --shape 3B --device cuda
+
+Compares, on the same model, prompt and number of new tokens (batch 1, greedy):
+our generation in token mode and in base-level (bp) mode, and stock
+`transformers` `generate` (plain, and restricted to DNA with our logits
+processor, whose output must equal ours). Times are medians of interleaved
+repeats, so drift in machine load hits every contender alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import torch
+
+from .generate import generate
+from .sampling import DnaLogitsProcessor, SamplingParams
+from .synthetic import random_bundle
+
+
+def _timed(fn) -> tuple[float, object]:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    began = time.perf_counter()
+    out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - began, out
+
+
+def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str) -> None:
+    """Time every contender on one prompt length and print the table and ratios."""
+    generator = torch.Generator().manual_seed(prompt_bases)
+    prompt = "".join("ACGT"[i] for i in torch.randint(0, 4, (prompt_bases,), generator=generator).tolist())
+    prompt = prompt[: len(prompt) - len(prompt) % 6]
+    n_bases = tokens * 6
+    ids = torch.tensor([bundle.tokenizer.encode("<dna>" + prompt)], device=device)
+    print(f"\n== batch 1, greedy, {ids.shape[1]} prompt tokens ({len(prompt)} bases), "
+          f"{tokens} new tokens ({n_bases} bases)")
+
+    stock_config = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                        pad_token_id=0, eos_token_id=None)
+    dna_only = DnaLogitsProcessor(bundle.tokenizer.kmer_start_id, bundle.tokenizer.n_kmers,
+                                  SamplingParams(mode="token", temperature=0), ids.shape[1])
+    contenders = {
+        "ours, token mode": lambda: generate(bundle, prompt, n_bases, mode="token", temperature=0, seed=0),
+        "ours, bp mode (FNS)": lambda: generate(bundle, prompt, n_bases, mode="bp", temperature=0, seed=0),
+        "ours, bp mode, sampling T=0.9": lambda: generate(bundle, prompt, n_bases, mode="bp", temperature=0.9,
+                                                          seed=0),
+        "stock generate": lambda: bundle.model.generate(ids, **stock_config),
+        "stock generate, DNA-only processor": lambda: bundle.model.generate(ids, logits_processor=[dna_only],
+                                                                            **stock_config),
+    }
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    outputs: dict[str, object] = {}
+    with torch.inference_mode():
+        for fn in contenders.values():  # warm-up
+            fn()
+        for _ in range(repeats):
+            for name, fn in contenders.items():
+                seconds, outputs[name] = _timed(fn)
+                times[name].append(seconds)
+    median = {name: statistics.median(t) for name, t in times.items()}
+    print(f"{'contender':40s} {'median s':>9s} {'tokens/s':>9s} {'bases/s':>9s}")
+    for name, seconds in median.items():
+        print(f"{name:40s} {seconds:9.3f} {tokens / seconds:9.1f} {n_bases / seconds:9.1f}")
+
+    ours_token = outputs["ours, token mode"].sequences[0]
+    stock_dna = bundle.tokenizer.decode(outputs["stock generate, DNA-only processor"][0, ids.shape[1]:].tolist())
+    print(f"same output, ours (token mode) and stock restricted to DNA: {ours_token == stock_dna}")
+    print(f"ratio bp-level / token-level time:   {median['ours, bp mode (FNS)'] / median['ours, token mode']:.3f}"
+          "  (goal <= 1.05; reference implementation ~1.5)")
+    print(f"ratio stock generate / ours (token): {median['stock generate'] / median['ours, token mode']:.2f}x"
+          "  (goal >= 1.25x)")
+    print(f"ratio stock generate / ours (bp):    {median['stock generate'] / median['ours, bp mode (FNS)']:.2f}x")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m carbon_app.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", default="500M", help="tiny, 500M, 3B or 8B (random weights)")
+    parser.add_argument("--tokens", type=int, default=48, help="new tokens per run (6 bases each)")
+    parser.add_argument("--prompt-bases", default="60,600", help="comma-separated prompt lengths, one task each")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args(argv)
+
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    began = time.perf_counter()
+    bundle = random_bundle(args.shape, dtype=dtype, device=args.device)
+    params = sum(p.numel() for p in bundle.model.parameters())
+    print(f"model: Carbon-{args.shape} shape, random weights, {params / 1e6:.0f}M parameters, "
+          f"{str(dtype).replace('torch.', '')} on {args.device} (built in {time.perf_counter() - began:.0f} s)")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print("Prefill is the same work for every contender; the ratios grow as the prompt shrinks.")
+    for prompt_bases in (int(x) for x in args.prompt_bases.split(",")):
+        run_task(bundle, prompt_bases, args.tokens, args.repeats, args.device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Command line: `python -m carbon_app generate|score|tokenize|models`.
+
+Results go to stdout (JSON with --json); any problem is one line on stderr
+and a non-zero exit code (2 for bad input or models, 1 for internal errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .errors import CarbonError, InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + message
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="bundled model name, hub id (owner/name[@revision]) or local directory; "
+                        "default: CARBON_MODEL or the bundled demo model")
+    parser.add_argument("--species", help="species tag: a scheme key (mammal, vertebrate, invertebrate, plant, "
+                        "fungus, protozoa) or a literal tag such as <vertebrate_mammalian>")
+    parser.add_argument("--region", help="region tag: a scheme key (protein_coding, pseudogene, trna, tmrna, "
+                        "ncrna, misc_rna, rrna) or a literal tag")
+    parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m carbon_app", description="Design and score DNA with Carbon models.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    gen = commands.add_parser("generate", help="generate DNA after a prompt")
+    _add_model_args(gen)
+    gen.add_argument("--prompt", default="", help="DNA to continue (any length; may be empty)")
+    gen.add_argument("--bases", type=int, help="exact number of new bases (default: the mask's length)")
+    gen.add_argument("--mask", help="IUPAC template over the new bases, e.g. NNNNATGNNN or RYRYRY")
+    gen.add_argument("--mode", default="bp", choices=["bp", "token"], help="bp: base level (FNS); token: 6-mer")
+    gen.add_argument("--temperature", type=float, default=0.9, help="0 = greedy (default 0.9)")
+    gen.add_argument("--top-k", type=int, default=0, help="keep the k most likely 6-mers (0 = off)")
+    gen.add_argument("--top-p", type=float, default=1.0, help="nucleus over 6-mers (1 = off)")
+    gen.add_argument("--seed", type=int, help="same seed, same output (default: random, reported)")
+    gen.add_argument("--samples", type=int, default=1, help="number of sequences (default 1)")
+
+    score = commands.add_parser("score", help="score a variant (or a whole sequence)")
+    _add_model_args(score)
+    source = score.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sequence", help="reference DNA")
+    source.add_argument("--fasta", help="FASTA file with the reference")
+    score.add_argument("--record", help="id of the FASTA record to use when the file has several")
+    score.add_argument("--variant", help="POS:REF>ALT, 1-based (120:A>G, 57:AT>A, 88:C>CTT); "
+                       "without it the whole sequence is scored")
+    score.add_argument("--window", type=int, default=8000, help="bases around the variant (default 8000)")
+    score.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
+    score.add_argument("--method", default="marginal", choices=["marginal", "chain"],
+                       help="marginal: reference FNS per-base score; chain: exact per-base split")
+
+    tok = commands.add_parser("tokenize", help="show the token ids of a prompt string")
+    _add_model_args(tok)
+    tok.add_argument("text", help="e.g. '<plant_species><dna>ACGTACGT'")
+
+    models = commands.add_parser("models", help="list bundled and known models")
+    models.add_argument("--json", action="store_true")
+    return parser
+
+
+def _bundle(args):
+    from .models import ModelManager
+
+    device = args.device
+    if device not in (None, "cpu", "cuda"):
+        raise InputError(f"--device must be cpu or cuda, not '{device}'")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda was asked for, but no CUDA GPU is available")
+    return ModelManager(device=device).get(args.model)
+
+
+def _generate(args) -> dict:
+    from .generate import generate
+
+    result = generate(
+        _bundle(args), args.prompt, args.bases, mask=args.mask, species=args.species, region=args.region,
+        mode=args.mode, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        seed=args.seed, samples=args.samples,
+    )
+    if not args.json:
+        for i, seq in enumerate(result.sequences, start=1):
+            print(f">sample_{i} seed={result.seed} mode={result.mode} bases={len(seq)}\n{seq}")
+        print(f"# prompt text: {result.prompt_text}\n# prompt ids: {result.prompt_ids}", file=sys.stderr)
+    return result.to_dict()
+
+
+def _score(args) -> dict:
+    from .dna import read_fasta
+    from .score import score_sequence, score_variant
+
+    if args.fasta is not None:
+        sequence = read_fasta(args.fasta, args.record).sequence
+    else:
+        if args.record:
+            raise InputError("--record only applies with --fasta")
+        sequence = args.sequence
+    bundle = _bundle(args)
+    if args.variant is None:
+        scored = score_sequence(bundle, sequence, args.species, args.region, args.method)
+        data = {"total_logprob": scored.total, "mean_logprob": scored.mean, "logprobs": scored.logprobs.tolist(),
+                "method": scored.method, "prompt_text": scored.prompt_text, "prompt_ids": scored.prompt_ids}
+        if not args.json:
+            print(f"LL = {scored.total:.4f} over {len(scored.sequence)} bases (mean {scored.mean:.4f} per base)")
+        return data
+    scored = score_variant(bundle, sequence, args.variant, args.window, args.strand_average,
+                           args.species, args.region, args.method)
+    if not args.json:
+        verdict = "less" if scored.delta < 0 else "more" if scored.delta > 0 else "as"
+        print(f"{scored.variant}: delta = LL(alt) - LL(ref) = {scored.delta:+.4f} "
+              f"(the alternate is {verdict} likely than the reference under the model); "
+              f"window {scored.window_start}-{scored.window_end}")
+    return scored.to_dict()
+
+
+def _tokenize(args) -> dict:
+    bundle = _bundle(args)
+    ids = bundle.tokenizer.encode(args.text)
+    if not args.json:
+        print(" ".join(map(str, ids)))
+    return {"text": args.text, "ids": ids}
+
+
+def _models(args) -> dict:
+    from .models import HUB_MODELS, bundled_models
+
+    data = {"bundled": bundled_models(), "hub": {k: v for k, v in HUB_MODELS.items()},
+            "default": os.environ.get("CARBON_MODEL") or (bundled_models() or [None])[0]}
+    if not args.json:
+        for name in data["bundled"]:
+            print(f"bundled  {name}")
+        for name, info in data["hub"].items():
+            print(f"hub      {name}  draft={info['draft']}")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    args = build_parser().parse_args(argv)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        handler = {"generate": _generate, "score": _score, "tokenize": _tokenize, "models": _models}[args.command]
+        data = handler(args)
+    except CarbonError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: still one line, never a traceback for the user
+        print(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+              file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(data))
+    return 0

@@ -1,0 +1,271 @@
+"""Base-exact DNA generation with tags, per-position masks and two sampling modes.
+
+How a prompt whose length is not a multiple of k is handled: the whole k-mers
+are the model's context, and the r leftover bases become *fixed positions* of
+the first generated token (a mask allowing only that base). The model thus
+continues from the prompt's real last base, never from the A-padding the stock
+tokenizer would add, and the r bases are not part of the returned sequence.
+
+An exact base count n is met by generating ceil((r + n) / k) tokens and keeping
+bases r .. r+n-1; a mask (IUPAC template of length n) constrains those same
+positions. Only k-mer ids are ever sampled, so generation cannot leave DNA.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from .dna import BASE_INDEX, clean_sequence, mask_from_template
+from .errors import InputError
+from .marginals import kmer_log_mask, log_marginals
+from .models import ModelBundle
+from .sampling import SamplingParams, choose, step_logprobs
+from .tokens import DNA_OPEN
+
+MAX_SAMPLES = 64
+MAX_SEED = 2**63 - 1
+
+
+@dataclass
+class GenerationPlan:
+    """Everything fixed before the first forward pass."""
+
+    prompt: str  # cleaned prompt bases
+    context_bases: str  # the whole k-mers the model reads
+    fixed_bases: str  # leftover bases, fixed at the start of the first new token
+    n_bases: int
+    mask: str | None
+    prompt_text: str
+    prompt_ids: list[int]
+    n_tokens: int
+    allowed: np.ndarray  # [n_tokens, k, 4] bool, bases allowed at each generated position
+
+
+@dataclass
+class GenerationResult:
+    sequences: list[str]
+    prompt_text: str
+    prompt_ids: list[int]
+    prompt: str
+    fixed_bases: str
+    n_bases: int
+    mask: str | None
+    mode: str
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    model: str
+    n_tokens: int
+    seconds: float
+    base_probs: list[list[float]] = field(default_factory=list)  # P(chosen base) per position
+    base_entropy: list[list[float]] = field(default_factory=list)  # bits, per position
+    done: bool = True
+
+    @property
+    def bases_per_second(self) -> float:
+        return sum(map(len, self.sequences)) / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["bases_per_second"] = self.bases_per_second
+        return data
+
+
+def plan_generation(
+    bundle: ModelBundle,
+    prompt: str = "",
+    n_bases: int | None = None,
+    mask: str | None = None,
+    species: str | None = None,
+    region: str | None = None,
+) -> GenerationPlan:
+    """Validate a request against the model and fix its prompt, tokens and masks."""
+    k = bundle.k
+    prompt = clean_sequence(prompt, what="prompt") if prompt and prompt.strip() else ""
+    leftover = len(prompt) % k
+    context, fixed = prompt[: len(prompt) - leftover], prompt[len(prompt) - leftover :]
+    bad = next((i for i, b in enumerate(fixed) if b not in "ACGT"), None)
+    if bad is not None:
+        raise InputError(
+            f"the prompt has '{fixed[bad]}' at position {len(context) + bad + 1}, among its last "
+            f"{leftover} bases; those continue into the first generated {k}-mer and must be A, C, G or T "
+            f"(trim the prompt to a multiple of {k} bases or replace the code)"
+        )
+    mask_rows = None
+    if mask is not None and mask.strip():
+        mask_rows = mask_from_template(mask)
+        mask = clean_sequence(mask, what="mask")
+        if n_bases is None:
+            n_bases = len(mask_rows)
+        elif len(mask_rows) != n_bases:
+            raise InputError(f"the mask has {len(mask_rows)} positions but {n_bases} bases were asked for")
+    else:
+        mask = None
+    if n_bases is None:
+        raise InputError("give the number of bases to generate (or a mask, whose length sets it)")
+    if isinstance(n_bases, bool) or not isinstance(n_bases, (int, np.integer)):
+        raise InputError(f"the number of bases must be a whole number, not {n_bases!r}")
+    n_bases = int(n_bases)
+    if n_bases < 1:
+        raise InputError(f"the number of bases must be at least 1, not {n_bases}")
+
+    prompt_text = bundle.tags.prefix(species, region) + DNA_OPEN + context
+    prompt_ids = bundle.tokenizer.encode(prompt_text)
+    n_tokens = math.ceil((leftover + n_bases) / k)
+    room = bundle.max_tokens - len(prompt_ids)
+    if n_tokens > room:
+        fits = max(room * k - leftover, 0)
+        raise InputError(
+            f"{n_bases:,} bases do not fit: the model's context is {bundle.max_tokens:,} tokens "
+            f"({bundle.max_bases:,} bases) and the prompt uses {len(prompt_ids):,} of them, "
+            f"leaving room for {fits:,} new bases"
+        )
+    allowed = np.ones((n_tokens * k, 4), dtype=bool)
+    for i, base in enumerate(fixed):
+        allowed[i] = False
+        allowed[i, BASE_INDEX[base]] = True
+    if mask_rows is not None:
+        allowed[leftover : leftover + n_bases] = mask_rows
+    return GenerationPlan(
+        prompt=prompt,
+        context_bases=context,
+        fixed_bases=fixed,
+        n_bases=n_bases,
+        mask=mask,
+        prompt_text=prompt_text,
+        prompt_ids=prompt_ids,
+        n_tokens=n_tokens,
+        allowed=allowed.reshape(n_tokens, k, 4),
+    )
+
+
+@torch.inference_mode()
+def decode_kmers(
+    bundle: ModelBundle,
+    prompt_ids: list[int],
+    allowed: torch.Tensor,
+    params: SamplingParams,
+    samples: int,
+    generator: torch.Generator | None,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield, per generated token, the chosen k-mer indices [samples] and the
+    log-probs [samples, 4^k] they were drawn from.
+
+    One prefill for the shared prompt, its KV cache repeated for the samples,
+    then one forward pass per token through the decoder and the k-mer rows of
+    the output projection only.
+    """
+    ids = torch.tensor([prompt_ids], device=bundle.device)
+    cache = DynamicCache(config=bundle.model.config)
+    hidden = bundle.hidden_states(ids, cache)[:, -1]
+    if samples > 1:
+        cache.batch_repeat_interleave(samples)
+        hidden = hidden.expand(samples, -1)
+    unconstrained = allowed.flatten(1).all(dim=1).tolist()
+    for step in range(allowed.shape[0]):
+        log_mask = None if unconstrained[step] else kmer_log_mask(allowed[step])
+        logprobs = step_logprobs(bundle.kmer_logits(hidden), params, log_mask)
+        kmers = choose(logprobs, params.greedy, generator)
+        yield kmers, logprobs
+        if step + 1 < allowed.shape[0]:
+            next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
+            hidden = bundle.hidden_states(next_ids, cache)[:, -1]
+
+
+def _check_run_settings(samples: int, seed: int | None) -> int:
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= MAX_SAMPLES:
+        raise InputError(f"the number of samples must be between 1 and {MAX_SAMPLES}, not {samples!r}")
+    if seed is None:
+        return secrets.randbelow(2**31)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        raise InputError(f"the seed must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
+    return int(seed)
+
+
+def generate_stream(
+    bundle: ModelBundle,
+    prompt: str = "",
+    n_bases: int | None = None,
+    *,
+    mask: str | None = None,
+    species: str | None = None,
+    region: str | None = None,
+    mode: str = "bp",
+    temperature: float = 0.9,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    samples: int = 1,
+    stream_every: int = 0,
+) -> Iterator[GenerationResult]:
+    """Like `generate`, yielding partial results (done=False) every `stream_every`
+    tokens when it is positive, and always the final result last."""
+    params = SamplingParams(mode=mode, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
+    seed = _check_run_settings(samples, seed)
+    plan = plan_generation(bundle, prompt, n_bases, mask, species, region)
+    generator = torch.Generator(device=bundle.device).manual_seed(seed)
+    allowed = torch.from_numpy(plan.allowed).to(bundle.device)
+    k, start = bundle.k, len(plan.fixed_bases)
+    kmers, probs, entropy = [], [], []
+    began = time.perf_counter()
+
+    def result(done: bool) -> GenerationResult:
+        chosen = torch.stack(kmers, dim=1).cpu().numpy() if kmers else np.zeros((samples, 0), dtype=np.int64)
+        end = start + plan.n_bases
+        sequences = [bundle.tokenizer.kmer_bases(row)[start:end] for row in chosen]
+        p = torch.cat(probs, dim=1)[:, start:end].cpu() if probs else torch.zeros(samples, 0)
+        h = torch.cat(entropy, dim=1)[:, start:end].cpu() if entropy else torch.zeros(samples, 0)
+        return GenerationResult(
+            sequences=sequences,
+            prompt_text=plan.prompt_text,
+            prompt_ids=plan.prompt_ids,
+            prompt=plan.prompt,
+            fixed_bases=plan.fixed_bases,
+            n_bases=plan.n_bases,
+            mask=plan.mask,
+            mode=params.mode,
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            seed=seed,
+            model=bundle.name,
+            n_tokens=len(kmers),
+            seconds=time.perf_counter() - began,
+            base_probs=p.tolist(),
+            base_entropy=h.tolist(),
+            done=done,
+        )
+
+    digit_powers = 4 ** torch.arange(k - 1, -1, -1, device=bundle.device)
+    for kmer, logprobs in decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, generator):
+        kmers.append(kmer)
+        # confidence of each chosen base under the marginals it was drawn from
+        marginals = log_marginals(logprobs)  # [samples, k, 4]
+        digits = (kmer.unsqueeze(1) // digit_powers) % 4
+        probs.append(marginals.gather(-1, digits.unsqueeze(-1)).squeeze(-1).exp())
+        entropy.append(torch.special.entr(marginals.exp()).sum(-1).div(math.log(2)))
+        if stream_every > 0 and len(kmers) % stream_every == 0 and len(kmers) < plan.n_tokens:
+            yield result(done=False)
+    yield result(done=True)
+
+
+def generate(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, **options) -> GenerationResult:
+    """Generate exactly `n_bases` new bases after DNA `prompt`, `samples` times.
+
+    Options: mask (IUPAC template of n_bases positions), species, region (tag
+    scheme keys or literal tags), mode ('bp' base level, the reference; 'token'
+    joint 6-mer), temperature (0 = greedy; default 0.9, since long designs at
+    T <= 0.5 fall into repeats), top_k, top_p, seed (same seed, same output),
+    samples. Returns the new bases only, with the exact prompt text and ids.
+    """
+    *_, final = generate_stream(bundle, prompt, n_bases, **options)
+    return final

@@ -1,0 +1,90 @@
+"""Factorised Nucleotide Supervision (FNS): between k-mer and base distributions.
+
+A Carbon model predicts a distribution over the 4^k k-mers of the next token.
+Its base-level view is k four-way *marginals*: the probability of base b at
+within-token position j is the total probability of the k-mers with b at j.
+The way back is the *factorised* distribution, the product of the k
+marginals, which is again a distribution over k-mers: its argmax is the
+per-base argmax and a draw from it is k independent base draws, so greedy
+search, sampling and speculative decoding work on it unchanged.
+
+All functions are vectorised over leading batch dimensions and over the
+vocabulary; none loops over k-mers. K-mer index v has digits (A=0 T=1 C=2
+G=3) with the first base most significant, i.e. row-major over [4]*k.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _k_of(n_kmers: int) -> int:
+    k = (n_kmers.bit_length() - 1) // 2
+    if 4**k != n_kmers:
+        raise ValueError(f"{n_kmers} is not a power of 4")
+    return k
+
+
+def log_marginals(kmer_logprobs: torch.Tensor) -> torch.Tensor:
+    """[..., 4^k] normalised k-mer log-probs -> [..., k, 4] per-base log-marginals."""
+    k = _k_of(kmer_logprobs.shape[-1])
+    lead = kmer_logprobs.shape[:-1]
+    grid = kmer_logprobs.reshape(*lead, *([4] * k))
+    first = len(lead)
+    axes = range(first, first + k)
+    per_position = [torch.logsumexp(grid, dim=tuple(a for a in axes if a != axis)) for axis in axes]
+    return torch.stack(per_position, dim=-2)
+
+
+def factorised_logprobs(base_logprobs: torch.Tensor) -> torch.Tensor:
+    """[..., k, 4] per-base log-probs -> [..., 4^k] log-probs of their product.
+
+    Built as an outer sum, one position at a time, so -inf entries (excluded
+    bases) stay -inf without NaNs.
+    """
+    k = base_logprobs.shape[-2]
+    acc = base_logprobs[..., 0, :]
+    for j in range(1, k):
+        acc = (acc.unsqueeze(-1) + base_logprobs[..., j, :].unsqueeze(-2)).flatten(-2)
+    return acc
+
+
+def kmer_log_mask(allowed: torch.Tensor) -> torch.Tensor:
+    """[..., k, 4] bool (allowed bases per position) -> [..., 4^k] of 0 / -inf."""
+    zeros = torch.zeros(allowed.shape, dtype=torch.float32, device=allowed.device)
+    return factorised_logprobs(zeros.masked_fill(~allowed, float("-inf")))
+
+
+def base_logprobs_from_marginals(marginals: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Log-probability of the base present at each position, reference FNS scoring.
+
+    `marginals` [..., k, 4] log-marginals, `allowed` [..., k, 4] bool: the
+    base(s) a position holds. A/C/G/T select their own entry; an ambiguous
+    position (N) scores as the best of the bases it allows, as the reference
+    scorer does.
+    """
+    return marginals.masked_fill(~allowed, float("-inf")).amax(dim=-1)
+
+
+def chain_logprobs(kmer_logprobs: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Exact chain-rule split of a k-mer's log-probability into per-base terms.
+
+    term j = log p(b_j | b_0..b_{j-1}, context), so the k terms of a token sum
+    to its log-likelihood. `kmer_logprobs` [T, 4^k], `allowed` [T, k, 4] as in
+    `base_logprobs_from_marginals`; an ambiguous position takes its most likely
+    allowed base and conditions the later positions on it.
+    """
+    tokens, n_kmers = kmer_logprobs.shape
+    k = _k_of(n_kmers)
+    rows = torch.arange(tokens, device=kmer_logprobs.device)
+    remaining = kmer_logprobs  # log-probs of the k-mers that extend the prefix chosen so far
+    terms = []
+    for j in range(k):
+        remaining = remaining.reshape(tokens, 4, -1)
+        next_base = torch.logsumexp(remaining, dim=-1)  # [T, 4]
+        conditional = next_base - torch.logsumexp(next_base, dim=-1, keepdim=True)
+        masked = conditional.masked_fill(~allowed[:, j], float("-inf"))
+        term, chosen = masked.max(dim=-1)
+        terms.append(term)
+        remaining = remaining[rows, chosen]
+    return torch.stack(terms, dim=-1)

@@ -1,0 +1,415 @@
+"""Finding, loading and caching Carbon models.
+
+A model is a directory in the Hugging Face format (`config.json`, safetensors
+weights) plus `dna_config.json`, the text-tokenizer files and optionally
+`tag_scheme.json`. It is named one of three ways:
+
+- a bundled demo model: a folder name under `assets/models/`;
+- a hub id such as `HuggingFaceBio/Carbon-3B`, optionally `@revision`;
+- a local directory path.
+
+`ModelManager` hands out loaded `ModelBundle`s, keeps the most recently used
+ones within a memory budget (GPU memory on a GPU), loads each model once even
+when many requests ask for it at the same moment, and never runs remote code
+unless it was created with `trust_remote_code=True`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .errors import ModelError
+from .tags import TagScheme, load_tag_scheme
+from .tokens import CarbonTokenizer, DnaConfig
+
+ASSETS_MODELS = Path(__file__).resolve().parent.parent / "assets" / "models"
+
+#: Released checkpoints and the draft each pairs with for speculative decoding.
+#: Revisions are "main" until a deployment pins a commit with `id@<commit>` or
+#: CARBON_MODEL; the hub cannot be reached to look the commits up from here.
+HUB_MODELS = {
+    "HuggingFaceBio/Carbon-500M": {"revision": "main", "draft": None},
+    "HuggingFaceBio/Carbon-3B": {"revision": "main", "draft": "HuggingFaceBio/Carbon-500M"},
+    "HuggingFaceBio/Carbon-8B": {"revision": "main", "draft": "HuggingFaceBio/Carbon-500M"},
+}
+_HUB_FILES = ["*.json", "*.safetensors", "merges.txt", "vocab.json", "*.model", "*.md"]
+
+
+def bundled_models() -> list[str]:
+    """Names of the demo models shipped in `assets/models/`."""
+    if not ASSETS_MODELS.is_dir():
+        return []
+    return sorted(p.name for p in ASSETS_MODELS.iterdir() if (p / "config.json").exists())
+
+
+def default_model_name() -> str:
+    """CARBON_MODEL if set, else the bundled demo target."""
+    configured = os.environ.get("CARBON_MODEL", "").strip()
+    if configured:
+        return configured
+    for name in bundled_models():
+        if (ASSETS_MODELS / name / "carbon_role.json").exists():
+            role = json.loads((ASSETS_MODELS / name / "carbon_role.json").read_text())
+            if role.get("role") == "target":
+                return name
+    bundled = bundled_models()
+    if bundled:
+        return bundled[0]
+    raise ModelError("no model given and no bundled demo model found: pass a model name or directory")
+
+
+@dataclass
+class ModelBundle:
+    """A loaded model with everything the engine needs to use it."""
+
+    name: str
+    path: Path
+    model: torch.nn.Module
+    tokenizer: CarbonTokenizer
+    tags: TagScheme
+    device: torch.device
+    dtype: torch.dtype
+    max_tokens: int
+    dna_head: torch.Tensor  # [4^k, hidden]: the k-mer rows of the output projection
+    n_bytes: int
+    draft: str | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def k(self) -> int:
+        return self.tokenizer.k
+
+    @property
+    def max_bases(self) -> int:
+        return self.max_tokens * self.k
+
+    @torch.inference_mode()
+    def hidden_states(self, input_ids: torch.Tensor, cache=None):
+        """Final-norm hidden states of the decoder (no output projection)."""
+        out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
+        return out.last_hidden_state
+
+    def kmer_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., hidden] -> [..., 4^k] float32 logits over the k-mers only.
+
+        DNA never needs the other ~150k rows of the output projection, so only
+        the k-mer rows are multiplied (in fp32 when the head was upcast).
+        """
+        return (hidden.to(self.dna_head.dtype) @ self.dna_head.T).float()
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "device": str(self.device),
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "head_dtype": str(self.dna_head.dtype).replace("torch.", ""),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "memory_bytes": self.n_bytes,
+            "context_tokens": self.max_tokens,
+            "context_bases": self.max_bases,
+            "k": self.k,
+            "tag_scheme": self.tags.name,
+            "draft": self.draft,
+            **self.info,
+        }
+
+
+# -- locating a model's files -------------------------------------------------------
+
+
+def _split_revision(name: str) -> tuple[str, str | None]:
+    if "@" in name:
+        repo, revision = name.rsplit("@", 1)
+        return repo, revision or None
+    return name, None
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    repo, _ = _split_revision(name)
+    parts = repo.split("/")
+    return len(parts) == 2 and all(parts) and not repo.startswith((".", "/", "~"))
+
+
+def resolve_model_dir(name: str) -> Path:
+    """Directory holding the files of model `name`, downloading from the hub if needed."""
+    name = name.strip()
+    if not name:
+        raise ModelError("no model name given")
+    if name in bundled_models():
+        return ASSETS_MODELS / name
+    local = Path(name).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").exists():
+            raise ModelError(f"the directory '{local}' holds no config.json: it is not a model directory")
+        return local
+    if _looks_like_hub_id(name):
+        return _hub_snapshot(name)
+    known = ", ".join(bundled_models() + list(HUB_MODELS)) or "none"
+    raise ModelError(
+        f"unknown model '{name}': not a bundled model, a local model directory, or a hub id "
+        f"(known: {known})"
+    )
+
+
+def _hub_snapshot(name: str) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    repo, revision = _split_revision(name)
+    revision = revision or HUB_MODELS.get(repo, {}).get("revision", "main")
+    try:  # the cache first: no network when the files are already here
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=_HUB_FILES, local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}:
+        raise ModelError(
+            f"model '{repo}' (revision {revision}) is not in the local Hugging Face cache and "
+            "HF_HUB_OFFLINE is set: download it first or point to a local directory"
+        )
+    try:
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=_HUB_FILES))
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelError(
+            f"model '{repo}' (revision {revision}) is not in the local cache and could not be "
+            f"downloaded from the hub ({reason[:200]})"
+        ) from None
+
+
+# -- loading ----------------------------------------------------------------------------
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _load_text_tokenizer(path: Path, trust_remote_code: bool):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"the text tokenizer in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+
+
+def weights_bytes(path: Path, dtype: torch.dtype) -> int:
+    """Bytes the model's parameters take in `dtype`, read from the safetensors headers."""
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise ModelError(f"'{path}' holds no .safetensors weights")
+    count = 0
+    try:
+        for file in files:
+            with safe_open(str(file), framework="pt") as handle:
+                for key in handle.keys():
+                    shape = handle.get_slice(key).get_shape()
+                    n = 1
+                    for dim in shape:
+                        n *= dim
+                    count += n
+    except Exception as exc:  # safetensors raises its own error types for damaged files
+        raise ModelError(f"the weights in '{path}' cannot be read: {str(exc)[:200]}") from None
+    return count * torch.tensor([], dtype=dtype).element_size()
+
+
+def load_bundle(
+    name: str,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    fp32_head: bool = True,
+    trust_remote_code: bool = False,
+) -> ModelBundle:
+    """Load model `name` (see module docstring) for inference."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = resolve_model_dir(name)
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    dna_config = DnaConfig.from_file(path / "dna_config.json")
+    tags = load_tag_scheme(path)
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelError(f"the config in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+    kmer_end = dna_config.kmer_start_id + dna_config.n_kmers
+    if config.vocab_size < kmer_end:
+        raise ModelError(
+            f"dna_config.json in '{path}' puts the last k-mer at id {kmer_end - 1}, but the model "
+            f"has only {config.vocab_size} ids: the DNA config does not match the weights"
+        )
+    text_tokenizer = _load_text_tokenizer(path, trust_remote_code)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code
+        )
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise ModelError(f"the weights in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+    tokenizer = CarbonTokenizer(dna_config, text_tokenizer)
+    return make_bundle(name, path, model.to(device).eval(), tokenizer, tags, fp32_head)
+
+
+def make_bundle(
+    name: str,
+    path: Path,
+    model: torch.nn.Module,
+    tokenizer: CarbonTokenizer,
+    tags: TagScheme,
+    fp32_head: bool = True,
+) -> ModelBundle:
+    """Wrap a loaded causal LM (already on its device) for the engine."""
+    config = model.config
+    weight = model.get_output_embeddings().weight.detach()
+    kmer_start = tokenizer.kmer_start_id
+    head = weight[kmer_start : kmer_start + tokenizer.n_kmers]
+    if head.shape[0] != tokenizer.n_kmers:
+        raise ModelError(f"the output projection of '{name}' is too small for its DNA config")
+    upcast = fp32_head and head.dtype != torch.float32
+    head = head.float().clone() if upcast else head
+    n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
+    n_bytes += head.numel() * head.element_size() if upcast else 0
+    return ModelBundle(
+        name=name,
+        path=path,
+        model=model,
+        tokenizer=tokenizer,
+        tags=tags,
+        device=weight.device,
+        dtype=weight.dtype,
+        max_tokens=int(config.max_position_embeddings),
+        dna_head=head,
+        n_bytes=n_bytes,
+        draft=draft_for(name, path),
+        info={"architecture": (config.architectures or [type(model).__name__])[0]},
+    )
+
+
+def draft_for(name: str, path: Path | None = None) -> str | None:
+    """Name of the draft model that pairs with target `name`, if any."""
+    repo, _ = _split_revision(name)
+    if repo in HUB_MODELS:
+        return HUB_MODELS[repo]["draft"]
+    role_file = (path or Path(name)) / "carbon_role.json"
+    if role_file.exists():
+        try:
+            return json.loads(role_file.read_text()).get("draft")
+        except (OSError, json.JSONDecodeError):
+            return None
+    return None
+
+
+# -- the cache ------------------------------------------------------------------------
+
+
+def _default_budget(device: torch.device) -> int:
+    configured = os.environ.get("CARBON_MEMORY_BUDGET_GB")
+    if configured:
+        return int(float(configured) * 2**30)
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory * 0.85)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.5)
+
+
+class ModelManager:
+    """Loaded models, least recently used first out, safe to share between threads."""
+
+    def __init__(
+        self,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        fp32_head: bool = True,
+        memory_budget_bytes: int | None = None,
+        trust_remote_code: bool = False,
+    ):
+        self.device = torch.device(device) if device is not None else default_device()
+        self.dtype = dtype or default_dtype(self.device)
+        self.fp32_head = fp32_head
+        self.trust_remote_code = trust_remote_code
+        self.memory_budget_bytes = memory_budget_bytes or _default_budget(self.device)
+        self._cache: OrderedDict[str, ModelBundle] = OrderedDict()
+        self._loading: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self.loads = 0  # how many times a model was actually read from disk
+
+    def get(self, name: str | None = None) -> ModelBundle:
+        """The loaded model `name` (default: the configured or bundled one)."""
+        name = (name or default_model_name()).strip()
+        with self._lock:
+            if name in self._cache:
+                self._cache.move_to_end(name)
+                return self._cache[name]
+            future = self._loading.get(name)
+            owner = future is None
+            if owner:
+                future = self._loading[name] = Future()
+        if not owner:
+            return future.result()  # another request is loading it: wait, share its result or error
+        try:
+            bundle = self._load(name)
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                self._loading.pop(name, None)
+        future.set_result(bundle)
+        return bundle
+
+    def _load(self, name: str) -> ModelBundle:
+        needed = weights_bytes(resolve_model_dir(name), self.dtype)
+        if needed > self.memory_budget_bytes:
+            raise ModelError(
+                f"model '{name}' needs about {needed / 2**30:.2f} GiB, more than the "
+                f"{self.memory_budget_bytes / 2**30:.2f} GiB memory budget"
+            )
+        with self._lock:
+            self._evict_until_free(needed)
+        bundle = load_bundle(name, self.device, self.dtype, self.fp32_head, self.trust_remote_code)
+        self.loads += 1
+        with self._lock:
+            self._evict_until_free(bundle.n_bytes)
+            self._cache[name] = bundle
+        return bundle
+
+    def _evict_until_free(self, needed: int) -> None:
+        evicted = False
+        while self._cache and self.used_bytes() + needed > self.memory_budget_bytes:
+            self._cache.popitem(last=False)
+            evicted = True
+        if evicted and self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def used_bytes(self) -> int:
+        return sum(b.n_bytes for b in self._cache.values())
+
+    def loaded(self) -> list[dict]:
+        with self._lock:
+            return [b.describe() for b in self._cache.values()]
+
+    def unload(self, name: str) -> bool:
+        with self._lock:
+            removed = self._cache.pop(name, None) is not None
+        if removed and self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return removed
+
+    def draft_for(self, name: str | None = None) -> str | None:
+        name = name or default_model_name()
+        with self._lock:
+            if name in self._cache:
+                return self._cache[name].draft
+        return draft_for(name, resolve_model_dir(name) if not _looks_like_hub_id(name) else None)

@@ -1,0 +1,116 @@
+"""Turning k-mer logits into the distribution a generation step draws from.
+
+Two modes, as in the Carbon release:
+
+- ``bp`` (base level, the reference behaviour): temperature, top-k and top-p
+  act on the k-mer distribution; its per-base marginals are taken and each
+  base is chosen independently. Here that is done by drawing from the
+  factorised distribution (the product of the marginals), which is the same
+  thing and keeps one code path for greedy, sampling and speculative decoding.
+- ``token``: the usual joint k-mer distribution.
+
+Per-position masks are applied first, to the k-mer logits, so the marginals
+are conditional on the allowed bases. Greedy (temperature 0) uses the
+untempered distribution and ignores top-k/top-p, as `transformers` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .errors import InputError
+from .marginals import factorised_logprobs, kmer_log_mask, log_marginals
+
+MODES = ("bp", "token")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    mode: str = "bp"
+    temperature: float = 1.0
+    top_k: int = 0  # 0: off
+    top_p: float = 1.0  # 1.0: off
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InputError(f"mode must be 'bp' (base level) or 'token' (6-mer), not '{self.mode}'")
+        if not (0.0 <= self.temperature <= 10.0) or self.temperature != self.temperature:
+            raise InputError(f"temperature must be between 0 and 10 (0 = greedy), not {self.temperature}")
+        if not (0 <= self.top_k):
+            raise InputError(f"top-k must be 0 (off) or a positive number of 6-mers, not {self.top_k}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise InputError(f"top-p must be in (0, 1] (1 = off), not {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def _top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
+    if p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+    # drop a k-mer when the ones ranked above it already reach p (the first always stays)
+    drop_sorted = (cumulative - torch.softmax(sorted_logits, dim=-1)) >= p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def step_logprobs(
+    kmer_logits: torch.Tensor, params: SamplingParams, log_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """[B, 4^k] raw k-mer logits -> [B, 4^k] log-probs of the distribution to draw from."""
+    logits = kmer_logits.float()
+    if log_mask is not None:
+        logits = logits + log_mask
+    if not params.greedy:
+        logits = _top_p(_top_k(logits / params.temperature, params.top_k), params.top_p)
+    logprobs = torch.log_softmax(logits, dim=-1)
+    if params.mode == "bp":
+        logprobs = factorised_logprobs(log_marginals(logprobs))
+    return logprobs
+
+
+def choose(logprobs: torch.Tensor, greedy: bool, generator: torch.Generator | None) -> torch.Tensor:
+    """Pick one k-mer index per row: argmax, or an exact draw (exponential race)."""
+    if greedy:
+        return logprobs.argmax(dim=-1)
+    race = torch.empty_like(logprobs).exponential_(generator=generator)
+    return (logprobs - race.log()).argmax(dim=-1)
+
+
+class DnaLogitsProcessor:
+    """A `transformers` logits processor with the same rules, for stock `generate`.
+
+    Keeps generation in DNA (every non-k-mer id gets -inf, so no `</dna>`, eos
+    or text) and replaces the k-mer scores with `step_logprobs`, so stock
+    greedy search, sampling (with temperature 1 and no other warpers) and
+    assisted generation follow the same distribution as the engine.
+    `allowed` [n_steps, k, 4] optionally masks each generated token.
+    """
+
+    def __init__(self, kmer_start_id: int, n_kmers: int, params: SamplingParams, prompt_length: int,
+                 allowed: torch.Tensor | None = None):
+        self.start, self.end = kmer_start_id, kmer_start_id + n_kmers
+        self.params = params
+        self.prompt_length = prompt_length
+        self.allowed = allowed
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        step = input_ids.shape[1] - self.prompt_length
+        log_mask = None
+        if self.allowed is not None and step < self.allowed.shape[0]:
+            log_mask = kmer_log_mask(self.allowed[step].to(scores.device))
+        out = torch.full_like(scores, float("-inf"), dtype=torch.float32)
+        out[:, self.start : self.end] = step_logprobs(scores[:, self.start : self.end], self.params, log_mask)
+        return out

@@ -1,0 +1,124 @@
+"""Carbon-shaped models with random weights, for tests and benchmarks.
+
+No model hub is needed: these have the real architecture and id layout of
+the released checkpoints (or a compact layout for fast tests), so every code
+path of the engine runs on them exactly as on a real Carbon model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from .models import ModelBundle, make_bundle
+from .tags import SCHEMES
+from .tokens import CarbonTokenizer, DnaConfig
+
+#: Architectures of the released checkpoints (spec section 1) and a tiny one.
+SHAPES: dict[str, dict] = {
+    "tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
+                 initializer_range=0.5),  # large weights: peaked, non-trivial distributions
+    "500M": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                 num_key_value_heads=8, max_position_embeddings=8192, tie_word_embeddings=True),
+    "3B": dict(hidden_size=3072, intermediate_size=8448, num_hidden_layers=30, num_attention_heads=32,
+               num_key_value_heads=4, head_dim=96, max_position_embeddings=32768, tie_word_embeddings=True),
+    "8B": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=8, max_position_embeddings=32768, tie_word_embeddings=False),
+}
+
+#: The released DNA layout: 151,669 text ids, then <dna> </dna> <oov>, 4096 6-mers, 8 unused.
+CARBON_DNA_CONFIG = DnaConfig(k=6, dna_start_id=151669, dna_vocab_size=4107,
+                              special_tokens=("<dna>", "</dna>", "<oov>"))
+CARBON_VOCAB_SIZE = 155_776
+
+
+def all_tags() -> list[str]:
+    """Every tag string of the built-in schemes."""
+    tags = {t for scheme in SCHEMES.values() for t in [*scheme.species.values(), *scheme.regions.values()]}
+    return sorted(tags)
+
+
+def build_compact_text_tokenizer(out_dir: Path, extra_words: list[str] = ()):
+    """A small word-level text tokenizer whose words are the tag strings.
+
+    It stands in for the Qwen3 BPE half in models with a compact vocabulary:
+    each known tag is one id, anything else is `<unk>`.
+    """
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<|endoftext|>", "<unk>", *all_tags(), *extra_words]
+    vocab = {word: i for i, word in enumerate(dict.fromkeys(words))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"<[^<>]*>|[^<]+"), behavior="isolated")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token="<unk>"
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(str(out_dir))
+    return tokenizer
+
+
+def random_model(shape: str, vocab_size: int, seed: int = 0, dtype: torch.dtype = torch.float32,
+                 max_position_embeddings: int | None = None):
+    """A LlamaForCausalLM with random weights in one of `SHAPES`."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    settings = dict(SHAPES[shape])
+    if max_position_embeddings:
+        settings["max_position_embeddings"] = max_position_embeddings
+    config = LlamaConfig(vocab_size=vocab_size, rope_theta=5_000_000.0, rms_norm_eps=1e-6,
+                         bos_token_id=None, eos_token_id=151643 if vocab_size > 151643 else 0,
+                         pad_token_id=None, **settings)
+    config.architectures = ["LlamaForCausalLM"]
+    torch.manual_seed(seed)
+    with torch.device("cpu"):
+        model = LlamaForCausalLM(config).to(dtype)
+    return model.eval()
+
+
+def write_model_dir(
+    out_dir: Path,
+    shape: str = "tiny",
+    layout: str = "compact",
+    text_tokenizer_dir: Path | None = None,
+    seed: int = 0,
+    max_position_embeddings: int | None = None,
+) -> Path:
+    """Save a random Carbon-format model directory, loadable by `load_bundle`.
+
+    layout 'carbon': the released 155,776-id layout; needs the Qwen3 BPE files
+    in `text_tokenizer_dir`. layout 'compact': a word-level tag tokenizer and
+    the DNA ids right after it.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if layout == "carbon":
+        if text_tokenizer_dir is None:
+            raise ValueError("the carbon layout needs the Qwen3 tokenizer files")
+        for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json",
+                     "added_tokens.json"):
+            if (Path(text_tokenizer_dir) / name).exists():
+                shutil.copy(Path(text_tokenizer_dir) / name, out_dir / name)
+        dna_config, vocab_size = CARBON_DNA_CONFIG, CARBON_VOCAB_SIZE
+    else:
+        text = build_compact_text_tokenizer(out_dir)
+        dna_config = DnaConfig(k=6, dna_start_id=len(text), dna_vocab_size=3 + 4096,
+                               special_tokens=("<dna>", "</dna>", "<oov>"))
+        vocab_size = dna_config.min_vocab_size
+    model = random_model(shape, vocab_size, seed, max_position_embeddings=max_position_embeddings)
+    model.save_pretrained(str(out_dir))
+    (out_dir / "dna_config.json").write_text(json.dumps(dna_config.to_dict(), indent=2) + "\n")
+    return out_dir
+
+
+def random_bundle(shape: str = "500M", text_tokenizer=None, seed: int = 0,
+                  dtype: torch.dtype = torch.float32, device: str = "cpu") -> ModelBundle:
+    """An in-memory Carbon-layout bundle (no files written), for benchmarks."""
+    model = random_model(shape, CARBON_VOCAB_SIZE, seed, dtype).to(device)
+    tokenizer = CarbonTokenizer(CARBON_DNA_CONFIG, text_tokenizer)
+    return make_bundle(f"random-{shape}", Path("."), model, tokenizer, SCHEMES["pipeline"])
