@@ -1,0 +1,61 @@
+"""Shared fixtures: small Carbon-format models with random weights, built once per run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_TOKENIZER = REPO.parent / "shared" / "carbon-tokenizer"
+
+
+@pytest.fixture(scope="session")
+def carbon_tokenizer_dir() -> Path:
+    """The real Carbon text-tokenizer files, when this checkout has them beside it."""
+    if not (SHARED_TOKENIZER / "vocab.json").exists():
+        pytest.skip("../shared/carbon-tokenizer is not present")
+    return SHARED_TOKENIZER
+
+
+@pytest.fixture(scope="session")
+def compact_model_dir(tmp_path_factory) -> Path:
+    from carbon_app.synthetic import write_model_dir
+
+    return write_model_dir(tmp_path_factory.mktemp("models") / "compact", seed=1)
+
+
+@pytest.fixture(scope="session")
+def carbon_model_dir(tmp_path_factory, carbon_tokenizer_dir) -> Path:
+    """Full released layout: 155,776 ids, first DNA id 151669, tied embeddings."""
+    from carbon_app.synthetic import write_model_dir
+
+    return write_model_dir(
+        tmp_path_factory.mktemp("models") / "carbon", layout="carbon", text_tokenizer_dir=carbon_tokenizer_dir, seed=2
+    )
+
+
+@pytest.fixture(scope="session")
+def compact(compact_model_dir):
+    from carbon_app.models import load_bundle
+
+    return load_bundle(str(compact_model_dir))
+
+
+@pytest.fixture(scope="session")
+def carbon(carbon_model_dir):
+    from carbon_app.models import load_bundle
+
+    return load_bundle(str(carbon_model_dir))
+
+
+@pytest.fixture(scope="session")
+def qwen_bpe(carbon_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(carbon_tokenizer_dir), local_files_only=True)

@@ -1,0 +1,95 @@
+"""The command line: JSON results, and one-line errors with a non-zero exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from carbon_app.cli import main
+from tests.conftest import REPO
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CARBON_MODEL": ""}
+    return subprocess.run([sys.executable, "-m", "carbon_app", *args], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=300)
+
+
+def test_generate_json(carbon_model_dir):
+    out = run_cli("generate", "--model", str(carbon_model_dir), "--prompt", "ACGTACGTA", "--bases", "13",
+                  "--species", "<vertebrate_mammalian>", "--region", "protein_coding", "--mask", "NNNNNNNNNNRRR",
+                  "--seed", "5", "--samples", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert len(data["sequences"]) == 3 and all(len(s) == 13 for s in data["sequences"])
+    assert data["prompt_text"] == "<vertebrate_mammalian><protein_coding_region><dna>ACGTAC"
+    assert data["prompt_ids"][-2:] == [151669, 151672 + 0 * 1024 + 2 * 256 + 3 * 64 + 1 * 16 + 0 * 4 + 2]
+    again = json.loads(run_cli("generate", "--model", str(carbon_model_dir), "--prompt", "ACGTACGTA", "--bases", "13",
+                               "--species", "<vertebrate_mammalian>", "--region", "protein_coding", "--mask",
+                               "NNNNNNNNNNRRR", "--seed", "5", "--samples", "3", "--json").stdout)
+    assert again["sequences"] == data["sequences"]
+
+
+def test_score_json_and_fasta(compact_model_dir, tmp_path):
+    seq = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTG"
+    fasta = tmp_path / "two.fa"
+    fasta.write_text(f">first some gene\n{seq[:30]}\n{seq[30:]}\r\n>second\nACGT\n")
+    out = run_cli("score", "--model", str(compact_model_dir), "--fasta", str(fasta), "--record", "first",
+                  "--variant", "7:C>T", "--window", "40", "--strand-average", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert {"delta", "ref_logprobs", "alt_logprobs", "window_start", "window_end"} <= set(data)
+    assert data["window_start"] >= 1 and data["window_end"] - data["window_start"] + 1 == len(data["ref_logprobs"])
+    whole = run_cli("score", "--model", str(compact_model_dir), "--sequence", seq, "--json")
+    assert len(json.loads(whole.stdout)["logprobs"]) == len(seq)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["generate", "--prompt", "", "--bases", "5"], None),  # an empty prompt is fine
+        (["generate", "--prompt", "ACGT", "--bases", "0"], "at least 1"),
+        (["generate", "--prompt", "ACGT", "--bases", "99999"], "do not fit"),
+        (["generate", "--prompt", "   ", "--bases", "5"], None),
+        (["generate", "--prompt", ">seq1\nACGT", "--bases", "5"], "FASTA"),
+        (["generate", "--prompt", "ACGU", "--bases", "5"], "RNA"),
+        (["generate", "--prompt", "ACGJ", "--bases", "5"], "'J' at position 4"),
+        (["generate", "--prompt", "ACGT", "--bases", "five"], "invalid int"),
+        (["generate", "--prompt", "ACGT", "--bases", "5", "--temperature", "-1"], "temperature"),
+        (["score", "--sequence", "ACGTACGT", "--variant", "9:A>G"], "beyond the 8-base sequence"),
+        (["score", "--sequence", "ACGTACGT", "--variant", "2:A>G"], "has 'C' at position 2"),
+        (["score", "--sequence", "ACGTACGT", "--variant", "2-C-G"], "POS:REF>ALT"),
+        (["score", "--sequence", "", "--variant", "1:A>G"], "empty"),
+        (["score", "--fasta", "/no/such/file.fa", "--variant", "1:A>G"], "cannot read"),
+    ],
+)
+def test_bad_input_is_one_line_and_nonzero(compact_model_dir, args, message, capsys):
+    """In-process (the same `main` the module runs), to keep the suite quick."""
+    try:
+        code = main([*args, "--model", str(compact_model_dir)])
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    if message is None:
+        assert code == 0, err
+        return
+    assert code != 0
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], err
+
+
+def test_unknown_model_and_missing_default():
+    out = run_cli("generate", "--model", "nobody/nothing-here", "--bases", "5")
+    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    out = run_cli("score", "--model", "not-a-model", "--sequence", "ACGT")
+    assert out.returncode == 2 and "unknown model 'not-a-model'" in out.stderr
+
+
+def test_tokenize_matches_the_spec(carbon_model_dir):
+    out = run_cli("tokenize", "--model", str(carbon_model_dir), "<dna>ATCGATCG</dna>hello", "--json")
+    assert json.loads(out.stdout)["ids"] == [151669, 152105, 154488, 151670, 14990]

@@ -1,0 +1,136 @@
+"""Generation: exact base counts, masks, base-exact prompts, seeds, modes, tags."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from carbon_app.dna import IUPAC, satisfies
+from carbon_app.errors import InputError
+from carbon_app.generate import generate
+from carbon_app.marginals import log_marginals
+
+
+def random_template(rng: random.Random, n: int) -> str:
+    codes = list(IUPAC) + [c.lower() for c in IUPAC]
+    return "".join(rng.choice(codes) for _ in range(n))
+
+
+def test_200_masked_generations_are_exact_and_satisfy_their_templates(compact):
+    rng = random.Random(7)
+    for i in range(200):
+        n = rng.randint(1, 40)
+        prompt = "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 20)))
+        template = random_template(rng, n)
+        out = generate(compact, prompt, n, mask=template, mode=rng.choice(["bp", "token"]),
+                       temperature=rng.choice([0.0, 0.7, 1.0, 1.5]), seed=i, samples=rng.randint(1, 3))
+        for seq in out.sequences:
+            assert len(seq) == n
+            assert satisfies(seq, template), (seq, template)
+
+
+def test_same_seed_same_output_and_greedy_repeats(carbon):
+    options = dict(mask="NNNNNRRRRRYYYYYSSSSSWWWWW", species="plant", seed=11, samples=4)
+    first = generate(carbon, "ACGTTGCA", 25, **options)
+    assert generate(carbon, "ACGTTGCA", 25, **options).sequences == first.sequences
+    assert generate(carbon, "ACGTTGCA", 25, **{**options, "seed": 12}).sequences != first.sequences
+    greedy = [generate(carbon, "ACGTTGCAG", 31, temperature=0, seed=s).sequences for s in (1, 2)]
+    assert greedy[0] == greedy[1]
+
+
+def test_leftover_prompt_bases_are_fixed_positions_not_a_padded_context(compact):
+    """A 6m+r prompt continues from its real last bases: the same as giving the
+    whole 6-mers as context and fixing the r bases with a mask."""
+    prompt = "ACGTTGCATGCA" + "GGT"  # 12 + 3
+    for mode in ("bp", "token"):
+        direct = generate(compact, prompt, 20, temperature=0, mode=mode)
+        assert direct.fixed_bases == "GGT" and direct.prompt_text.endswith("<dna>ACGTTGCATGCA")
+        via_mask = generate(compact, prompt[:12], 23, mask="GGT" + "N" * 20, temperature=0, mode=mode)
+        assert via_mask.sequences[0] == "GGT" + direct.sequences[0]
+    stock = compact.tokenizer.encode("<dna>" + prompt)  # the stock tokenizer's GGTAAA, never sent
+    assert direct.prompt_ids == stock[:-1]
+
+
+def test_output_is_dna_only_and_prompt_is_shown_exactly(carbon):
+    out = generate(carbon, "atgc" * 5, 50, species="mammal", region="protein_coding", seed=3, samples=2)
+    assert all(set(s) <= set("ACGT") for s in out.sequences)
+    assert out.prompt_text == "<mammalian_species><protein_coding_region><dna>" + ("ATGC" * 5)[:18]
+    assert carbon.tokenizer.encode(out.prompt_text) == out.prompt_ids
+    assert out.prompt_ids[-4] == 151669 and 151670 not in out.prompt_ids
+    assert len(out.base_probs[0]) == 50 and all(0 < p <= 1 for p in out.base_probs[0])
+
+
+def test_greedy_bp_is_the_per_base_argmax_of_the_marginals(compact):
+    out = generate(compact, "ACGTAC", 6, temperature=0, mode="bp")
+    ids = torch.tensor([compact.tokenizer.encode("<dna>ACGTAC")])
+    with torch.no_grad():
+        logits = compact.kmer_logits(compact.hidden_states(ids)[0, -1])
+    best = log_marginals(torch.log_softmax(logits, -1)).argmax(-1)
+    assert out.sequences[0] == "".join("ATCG"[i] for i in best.tolist())
+
+
+def test_token_mode_top_k_1_and_tiny_top_p_are_greedy(compact):
+    greedy = generate(compact, "ACGTAC", 30, temperature=0, mode="token").sequences
+    assert generate(compact, "ACGTAC", 30, temperature=1.0, top_k=1, mode="token", seed=5).sequences == greedy
+    assert generate(compact, "ACGTAC", 30, temperature=1.0, top_p=1e-6, mode="token", seed=5).sequences == greedy
+
+
+def test_bp_sampling_draws_each_base_from_its_marginal(compact):
+    """Six independent base draws: base frequencies match the marginals."""
+    ids = torch.tensor([compact.tokenizer.encode("<dna>ACGTAC")])
+    with torch.no_grad():
+        logits = compact.kmer_logits(compact.hidden_states(ids)[0, -1])
+    marginals = log_marginals(torch.log_softmax(logits, -1)).exp().numpy()  # [6, 4]
+    counts = np.zeros((6, 4))
+    for seed in range(16):
+        for seq in generate(compact, "ACGTAC", 6, temperature=1.0, seed=seed, samples=64).sequences:
+            for j, base in enumerate(seq):
+                counts[j, "ATCG".index(base)] += 1
+    freq = counts / counts.sum(axis=1, keepdims=True)
+    # 1024 draws per position: 4.5 standard errors of the largest possible variance
+    assert np.abs(freq - marginals).max() < 4.5 * np.sqrt(0.25 / 1024)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(n_bases=0), "at least 1"),
+        (dict(n_bases=10_000), "do not fit"),
+        (dict(n_bases=5, mask="NNNN"), "mask has 4 positions"),
+        (dict(n_bases=5, mask="NNXNN"), "'X' at position 3"),
+        (dict(prompt="ACGTACGN", n_bases=5), "must be A, C, G or T"),
+        (dict(prompt="ACGU", n_bases=5), "RNA"),
+        (dict(n_bases=5, mode="kmer"), "mode"),
+        (dict(n_bases=5, temperature=-1), "temperature"),
+        (dict(n_bases=5, top_p=0), "top-p"),
+        (dict(n_bases=5, top_k=-2), "top-k"),
+        (dict(n_bases=5, samples=0), "samples"),
+        (dict(n_bases=5, seed=-1), "seed"),
+        (dict(n_bases=5, species="martian"), "unknown species"),
+        (dict(), "number of bases"),
+    ],
+)
+def test_bad_requests_name_the_problem(compact, kwargs, message):
+    prompt = kwargs.pop("prompt", "ACGT")
+    n = kwargs.pop("n_bases", None)
+    with pytest.raises(InputError, match=message):
+        generate(compact, prompt, n, **kwargs)
+
+
+def test_mask_alone_sets_the_length_and_ambiguous_prompt_kmers_become_oov(compact):
+    out = generate(compact, "NNNNNNACGTAC", mask="ATGNNNTAA", seed=1)
+    assert len(out.sequences[0]) == 9 and satisfies(out.sequences[0], "ATGNNNTAA")
+    assert out.prompt_ids[1] == compact.tokenizer.oov_id
+
+
+def test_streaming_yields_growing_partial_results(compact):
+    from carbon_app.generate import generate_stream
+
+    parts = list(generate_stream(compact, "ACGTAC", 60, seed=4, stream_every=3))
+    assert [p.done for p in parts] == [False] * (len(parts) - 1) + [True]
+    lengths = [len(p.sequences[0]) for p in parts]
+    assert lengths == sorted(lengths) and lengths[-1] == 60
+    assert parts[-1].sequences == generate(compact, "ACGTAC", 60, seed=4).sequences

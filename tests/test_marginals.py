@@ -1,0 +1,88 @@
+"""FNS marginals against an independent, loop-based implementation of spec section 5."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from carbon_app.marginals import chain_logprobs, factorised_logprobs, kmer_log_mask, log_marginals
+from carbon_app.score import score_sequence
+
+KMERS = ["".join(p) for p in itertools.product("ATCG", repeat=6)]  # the release's id order
+
+
+def naive_marginals(kmer_probs: np.ndarray) -> np.ndarray:
+    """[T, 4096] probabilities -> [T, 6, 4]: sum over the 6-mers with base b at position j."""
+    out = np.zeros((kmer_probs.shape[0], 6, 4))
+    for j in range(6):
+        for b, base in enumerate("ATCG"):
+            members = [i for i, kmer in enumerate(KMERS) if kmer[j] == base]
+            out[:, j, b] = kmer_probs[:, members].sum(axis=1)
+    return out
+
+
+def test_marginals_of_a_carbon_layout_model_match_the_formula(carbon, carbon_model_dir):
+    from transformers import LlamaForCausalLM
+
+    seq = "ATGGCGTACGTTAGCNNATCGGATCCGATTACAGGCTAGC"  # 40 bases: an N token and a partial last token
+    ours = score_sequence(carbon, seq).probs  # [L, 4]
+
+    stock = LlamaForCausalLM.from_pretrained(str(carbon_model_dir), dtype=torch.float32).eval()
+    assert stock.config.vocab_size == 155_776 and stock.config.tie_word_embeddings
+    padded = seq + "A" * (-len(seq) % 6)
+    ids = [151669] + [
+        151671 if "N" in kmer else 151672 + KMERS.index(kmer)
+        for kmer in (padded[i : i + 6] for i in range(0, len(padded), 6))
+    ]
+    with torch.no_grad():
+        logits = stock(torch.tensor([ids])).logits[0, :-1].double()  # position t predicts token t+1
+    probs = torch.softmax(logits[:, 151672 : 151672 + 4096], dim=-1).numpy()
+    expected = naive_marginals(probs).reshape(-1, 4)[: len(seq)]
+    assert np.abs(ours - expected).max() < 1e-5
+
+
+def test_factorised_distribution_round_trip():
+    torch.manual_seed(0)
+    logp = torch.log_softmax(torch.randn(5, 4096, dtype=torch.float64) * 3, dim=-1)
+    m = log_marginals(logp)
+    f = factorised_logprobs(m)
+    assert torch.allclose(torch.logsumexp(f, -1), torch.zeros(5, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(log_marginals(f), m, atol=1e-12)  # same marginals
+    # its argmax is the per-base argmax
+    per_base = m.argmax(-1)
+    assert torch.equal(f.argmax(-1), (per_base * 4 ** torch.arange(5, -1, -1)).sum(-1))
+
+
+def test_mask_gives_conditional_marginals():
+    torch.manual_seed(1)
+    logits = torch.randn(4096, dtype=torch.float64)
+    rows = [[1, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1], [0, 0, 0, 1], [1, 0, 1, 0]]
+    allowed = torch.tensor(rows, dtype=torch.bool)
+    m = log_marginals(torch.log_softmax(logits + kmer_log_mask(allowed).double(), -1)).exp().numpy()
+    ok = np.array([all(allowed[j, "ATCG".index(c)] for j, c in enumerate(kmer)) for kmer in KMERS])
+    p = torch.softmax(logits, -1).numpy() * ok
+    expected = naive_marginals((p / p.sum())[None])[0]
+    assert np.abs(m - expected).max() < 1e-12
+    assert (m[~allowed.numpy()] == 0).all()
+
+
+def test_chain_terms_sum_to_token_loglikelihood():
+    torch.manual_seed(2)
+    logp = torch.log_softmax(torch.randn(7, 4096, dtype=torch.float64), -1)
+    tokens = torch.randint(0, 4096, (7,))
+    allowed = torch.zeros(7, 6, 4, dtype=torch.bool)
+    digits = (tokens[:, None] // 4 ** torch.arange(5, -1, -1)) % 4
+    allowed.scatter_(-1, digits[..., None], True)
+    terms = chain_logprobs(logp, allowed)
+    assert torch.allclose(terms.sum(-1), logp[torch.arange(7), tokens], atol=1e-12)
+    assert torch.allclose(terms[:, 0], log_marginals(logp)[torch.arange(7), 0].gather(-1, digits[:, :1]).squeeze(-1))
+
+
+@pytest.mark.parametrize("batch_shape", [(), (3,), (2, 3)])
+def test_vectorised_over_batch_shapes(batch_shape):
+    logp = torch.log_softmax(torch.randn(*batch_shape, 4096), -1)
+    assert log_marginals(logp).shape == (*batch_shape, 6, 4)
+    assert factorised_logprobs(log_marginals(logp)).shape == (*batch_shape, 4096)

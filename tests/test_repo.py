@@ -1,0 +1,9 @@
+"""The README's test command is the one CI runs."""
+
+from tests.conftest import REPO
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    command = ci[ci.index("# README test command (kept identical; tests/test_repo.py checks it):") + 1]
+    assert command in (REPO / "README.md").read_text()

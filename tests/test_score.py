@@ -1,0 +1,122 @@
+"""Per-base scoring and reference-vs-alternate variant scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carbon_app.dna import reverse_complement
+from carbon_app.errors import InputError
+from carbon_app.score import Variant, score_sequence, score_variant, variant_window
+
+SEQ = (
+    "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"
+    "CTGCTGGTGGTCTACCCTTGGACCCAGAGGTTCTTTGAGTCCTTTGGGGATCTGTCCACTCCTGATGCTGTTATGGGCAACCCTAAGGTGAAG"
+)
+
+
+def test_padding_never_scored_and_marginal_scores_are_causal(compact):
+    full = score_sequence(compact, SEQ[:60])
+    part = score_sequence(compact, SEQ[:40])  # 40 = 6*6 + 4: a partial last token, padded with A
+    assert part.logprobs.shape == (40,)
+    np.testing.assert_allclose(part.logprobs, full.logprobs[:40], atol=1e-5)
+    assert part.prompt_text == "<dna>" + SEQ[:40] + "AA"
+
+
+def test_n_scores_as_the_best_of_the_four(compact):
+    scored = score_sequence(compact, SEQ[:12] + "N" + SEQ[13:24])
+    assert scored.logprobs[12] == pytest.approx(np.log(scored.probs[12].max()), abs=1e-6)
+
+
+def test_chain_method_sums_to_token_loglikelihood(compact):
+    import torch
+
+    chain = score_sequence(compact, SEQ[:36], method="chain")
+    ids = compact.tokenizer.encode("<dna>" + SEQ[:36])
+    with torch.no_grad():
+        logp = torch.log_softmax(compact.kmer_logits(compact.hidden_states(torch.tensor([ids]))[0, :-1]), -1)
+    token_ll = logp[torch.arange(6), torch.tensor(ids[1:]) - compact.tokenizer.kmer_start_id]
+    np.testing.assert_allclose(chain.logprobs.reshape(6, 6).sum(1), token_ll.numpy(), atol=1e-5)
+
+
+def test_snv_tracks_align_and_delta_is_alt_minus_ref(carbon):
+    scored = score_variant(carbon, SEQ, "18:T>A", window=60)
+    assert scored.delta == pytest.approx(scored.ll_alt - scored.ll_ref)
+    assert scored.delta == pytest.approx(sum(scored.alt_logprobs) - sum(scored.ref_logprobs))
+    assert len(scored.ref_logprobs) == len(scored.alt_logprobs) == scored.window_end - scored.window_start + 1
+    assert scored.alt_window[18 - scored.window_start] == "A" and scored.ref_window[18 - scored.window_start] == "T"
+    # bases before the variant's token see the same context, so their scores agree
+    before = (18 - scored.window_start) // 6 * 6
+    np.testing.assert_allclose(scored.ref_logprobs[:before], scored.alt_logprobs[:before], atol=1e-5)
+    assert scored.aligned_ref_pos == list(range(scored.window_start, scored.window_end + 1))
+    assert set(scored.site_probs_ref) == set("ACGT")
+    assert sum(scored.site_probs_ref.values()) == pytest.approx(1, abs=1e-5)
+
+
+def test_indels_change_the_alt_window_and_align_with_gaps(compact):
+    deletion = score_variant(compact, SEQ, "57:GA>G", window=40)
+    assert SEQ[56:58] == "GA"
+    assert len(deletion.alt_window) == len(deletion.ref_window) - 1
+    assert deletion.aligned_alt_logprobs.count(None) == 1 and None not in deletion.aligned_ref_logprobs
+    insertion = score_variant(compact, SEQ, "90:C>CTT", window=40)
+    assert SEQ[89] == "C"
+    assert len(insertion.alt_window) == len(insertion.ref_window) + 2
+    assert insertion.aligned_ref_pos.count(None) == 2
+    gap = insertion.aligned_ref_pos.index(None)
+    assert insertion.aligned_ref_pos[gap - 1] == 90 and insertion.aligned_ref_pos[gap + 2] == 91
+    assert len(insertion.aligned_delta) == len(insertion.aligned_ref_pos)
+
+
+@pytest.mark.parametrize("variant", ["18:T>A", "57:GA>G", "90:C>CTT", "100:G>T"])
+def test_strand_averaging_is_symmetric(compact, variant):
+    var = Variant.parse(variant)
+    rc_pos = len(SEQ) - (var.pos - 1 + len(var.ref)) + 1
+    rc_var = f"{rc_pos}:{reverse_complement(var.ref)}>{reverse_complement(var.alt)}"
+    forward = score_variant(compact, SEQ, variant, window=51, strand_average=True)
+    backward = score_variant(compact, reverse_complement(SEQ), rc_var, window=51, strand_average=True)
+    assert forward.delta == pytest.approx(backward.delta, abs=1e-4)
+    assert forward.ref_window == reverse_complement(backward.ref_window)
+
+
+def test_window_is_centred_clipped_and_capped(compact):
+    assert variant_window(1000, 500, 1, 101) == (450, 551)
+    assert variant_window(1000, 3, 1, 101) == (0, 101)
+    assert variant_window(1000, 998, 1, 101) == (899, 1000)
+    assert variant_window(50, 10, 1, 8000) == (0, 50)
+    long = "ACGT" * 1000  # 4000 bases, more than the 512-token (3072-base) test model reads
+    scored = score_variant(compact, long, "2000:T>G")
+    assert scored.window_end - scored.window_start + 1 <= 3072  # 1 + 511 tokens read, 512 predicted
+    assert 2000 - scored.window_start == scored.window_end - 2000  # centred on the variant
+
+
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        ("18:C>A", "has 'T' at position 18, not 'C'"),
+        ("500:A>G", "beyond the"),
+        ("0:A>G", "start at 1"),
+        ("18:T>T", "changes nothing"),
+        ("20T>A", "not of the form"),
+        ("20:T->A", "not of the form"),
+        ("20:T>", "not of the form"),
+        ("", "empty"),
+        ("18:T>N", "alleles are A, C, G and T"),
+        ("a:T>A", "not of the form"),
+    ],
+)
+def test_bad_variants_name_the_problem(compact, variant, message):
+    with pytest.raises(InputError, match=message):
+        score_variant(compact, SEQ, variant)
+
+
+def test_bad_sequences_and_options(compact):
+    with pytest.raises(InputError, match="empty"):
+        score_sequence(compact, "  \n")
+    with pytest.raises(InputError, match="'Z' at position 3"):
+        score_sequence(compact, "ACZT")
+    with pytest.raises(InputError, match="scores at most"):
+        score_sequence(compact, "A" * 5000)
+    with pytest.raises(InputError, match="method"):
+        score_sequence(compact, "ACGT", method="joint")
+    with pytest.raises(InputError, match="window"):
+        score_variant(compact, SEQ, "18:T>A", window=0)
