@@ -1,0 +1,22 @@
+# Self-hosted Carbon Studio on one NVIDIA GPU (e.g. an A10, 24 GB).
+#   docker build -t carbon-studio .
+#   docker run --gpus all -p 7860:7860 -v carbon-cache:/data/hf -e CARBON_MODEL=HuggingFaceBio/Carbon-3B carbon-studio
+FROM python:3.11-slim
+
+ENV PYTHONUNBUFFERED=1 \
+    HF_HOME=/data/hf \
+    GRADIO_SERVER_NAME=0.0.0.0 \
+    GRADIO_SERVER_PORT=7860
+
+RUN useradd --create-home --uid 1000 carbon && mkdir -p /data/hf && chown carbon /data/hf
+WORKDIR /app
+COPY requirements.txt .
+# PyPI's Linux torch wheel is the CUDA build.
+RUN pip install --no-cache-dir -r requirements.txt
+COPY --chown=carbon . .
+USER carbon
+VOLUME ["/data/hf"]
+EXPOSE 7860
+HEALTHCHECK --interval=30s --timeout=5s --start-period=300s \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:7860/', timeout=4)"
+CMD ["python", "app.py"]
