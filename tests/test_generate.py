@@ -134,3 +134,21 @@ def test_streaming_yields_growing_partial_results(compact):
     lengths = [len(p.sequences[0]) for p in parts]
     assert lengths == sorted(lengths) and lengths[-1] == 60
     assert parts[-1].sequences == generate(compact, "ACGTAC", 60, seed=4).sequences
+
+
+@pytest.mark.parametrize("mode", ["bp", "token"])
+def test_stock_generate_with_the_dna_processor_matches_the_engine(compact, mode):
+    """The same rules as a transformers logits processor: stock greedy search
+    gives our output, masks included, and never leaves DNA."""
+    from carbon_app.dna import mask_from_template
+    from carbon_app.sampling import DnaLogitsProcessor, SamplingParams
+
+    template = "NNNNNNRRRRRRYYYYYYACGTNN"
+    ours = generate(compact, "ACGTACGGT" * 2, 24, mask=template, mode=mode, temperature=0)
+    allowed = torch.from_numpy(mask_from_template(template).reshape(4, 6, 4))
+    processor = DnaLogitsProcessor(compact.tokenizer.kmer_start_id, compact.tokenizer.n_kmers,
+                                   SamplingParams(mode=mode, temperature=0), len(ours.prompt_ids), allowed)
+    ids = torch.tensor([ours.prompt_ids])
+    stock = compact.model.generate(ids, max_new_tokens=4, do_sample=False, logits_processor=[processor],
+                                   pad_token_id=0, eos_token_id=None)
+    assert compact.tokenizer.decode(stock[0, ids.shape[1]:].tolist()) == ours.sequences[0]
