@@ -196,13 +196,37 @@ def default_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-def _load_text_tokenizer(path: Path, trust_remote_code: bool):
-    from transformers import AutoTokenizer
-
+def _encodes_tags(tokenizer, probe: str) -> bool:
     try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"the text tokenizer in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+        ids = tokenizer.encode(probe, add_special_tokens=False)
+        return bool(ids) and tokenizer.decode(ids) == probe
+    except (ValueError, KeyError, TypeError, IndexError):
+        return False
+
+
+def _load_text_tokenizer(path: Path, trust_remote_code: bool, probe: str):
+    """The BPE half, checked by a round trip of a tag string.
+
+    A repository whose tokenizer config names a remote-code class still ships
+    the stock Qwen3 BPE files; without remote code, `AutoTokenizer` can then
+    return a tokenizer with an empty vocabulary (it encodes text to nothing),
+    so those files are read with the stock Qwen2 class instead.
+    """
+    from transformers import AutoTokenizer, Qwen2Tokenizer
+
+    reason = "it does not encode and decode the tag text faithfully"
+    for load in (
+        lambda: AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code),
+        lambda: Qwen2Tokenizer.from_pretrained(str(path), local_files_only=True),
+    ):
+        try:
+            tokenizer = load()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            continue
+        if _encodes_tags(tokenizer, probe):
+            return tokenizer
+    raise ModelError(f"the text tokenizer in '{path}' cannot be loaded: {reason}")
 
 
 def weights_bytes(path: Path, dtype: torch.dtype) -> int:
@@ -252,7 +276,8 @@ def load_bundle(
             f"dna_config.json in '{path}' puts the last k-mer at id {kmer_end - 1}, but the model "
             f"has only {config.vocab_size} ids: the DNA config does not match the weights"
         )
-    text_tokenizer = _load_text_tokenizer(path, trust_remote_code)
+    probe = tags.prefix(next(iter(tags.species), None), next(iter(tags.regions), None)) or "<dna>"
+    text_tokenizer = _load_text_tokenizer(path, trust_remote_code, probe)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code

@@ -48,13 +48,14 @@ def build_compact_text_tokenizer(out_dir: Path, extra_words: list[str] = ()):
     It stands in for the Qwen3 BPE half in models with a compact vocabulary:
     each known tag is one id, anything else is `<unk>`.
     """
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     words = ["<|endoftext|>", "<unk>", *all_tags(), *extra_words]
     vocab = {word: i for i, word in enumerate(dict.fromkeys(words))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"<[^<>]*>|[^<]+"), behavior="isolated")
+    core.decoder = decoders.Fuse()  # tags decode back to the exact text, no spaces between
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token="<unk>"
     )

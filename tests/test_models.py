@@ -101,3 +101,18 @@ def test_drafts_pair_with_targets():
     assert draft_for("HuggingFaceBio/Carbon-3B") == "HuggingFaceBio/Carbon-500M"
     assert draft_for("HuggingFaceBio/Carbon-8B@abc123") == "HuggingFaceBio/Carbon-500M"
     assert draft_for("HuggingFaceBio/Carbon-500M") is None
+
+
+def test_remote_code_tokenizer_config_falls_back_to_the_stock_bpe(carbon_model_dir, tmp_path):
+    """A tokenizer config naming a remote-code class must not yield an empty
+    vocabulary (which would encode tags to nothing): the stock BPE files are used."""
+    remote = tmp_path / "remote_tokenizer"
+    shutil.copytree(carbon_model_dir, remote)
+    config = json.loads((remote / "tokenizer_config.json").read_text())
+    config.update(tokenizer_class="CarbonTokenizer",
+                  auto_map={"AutoTokenizer": ["tokenization_carbon.CarbonTokenizer", None]})
+    (remote / "tokenizer_config.json").write_text(json.dumps(config))
+    (remote / "tokenization_carbon.py").write_text("raise SystemExit('remote code ran')\n")
+    bundle = load_bundle(str(remote))
+    assert bundle.tokenizer.encode("<mammalian_species><dna>AAAAAA") == [
+        13748, 8666, 10480, 74130, 29, 151669, 151672]
