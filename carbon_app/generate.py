@@ -28,6 +28,7 @@ from .errors import InputError
 from .marginals import kmer_log_mask, log_marginals
 from .models import ModelBundle
 from .sampling import SamplingParams, choose, step_logprobs
+from .speculative import SpeculativeStats, speculative_decode_kmers
 from .tokens import DNA_OPEN
 
 MAX_SAMPLES = 64
@@ -68,6 +69,7 @@ class GenerationResult:
     seconds: float
     base_probs: list[list[float]] = field(default_factory=list)  # P(chosen base) per position
     base_entropy: list[list[float]] = field(default_factory=list)  # bits, per position
+    speculative: dict | None = None  # draft statistics when a draft model proposed tokens
     done: bool = True
 
     @property
@@ -181,6 +183,16 @@ def decode_kmers(
             hidden = bundle.hidden_states(next_ids, cache)[:, -1]
 
 
+def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
+    """A draft must speak the target's token language exactly."""
+    if draft.tokenizer.config != target.tokenizer.config or draft.device != target.device:
+        raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their DNA token layouts "
+                         "or devices differ")
+    probe = target.tags.prefix(next(iter(target.tags.species), None), None) + DNA_OPEN
+    if draft.tokenizer.encode(probe) != target.tokenizer.encode(probe):
+        raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")
+
+
 def _check_run_settings(samples: int, seed: int | None) -> int:
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= MAX_SAMPLES:
         raise InputError(f"the number of samples must be between 1 and {MAX_SAMPLES}, not {samples!r}")
@@ -205,6 +217,7 @@ def generate_stream(
     top_p: float = 1.0,
     seed: int | None = None,
     samples: int = 1,
+    draft: ModelBundle | None = None,
     stream_every: int = 0,
 ) -> Iterator[GenerationResult]:
     """Like `generate`, yielding partial results (done=False) every `stream_every`
@@ -212,6 +225,8 @@ def generate_stream(
     params = SamplingParams(mode=mode, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
     seed = _check_run_settings(samples, seed)
     plan = plan_generation(bundle, prompt, n_bases, mask, species, region)
+    if draft is not None:
+        check_draft(bundle, draft)
     generator = torch.Generator(device=bundle.device).manual_seed(seed)
     allowed = torch.from_numpy(plan.allowed).to(bundle.device)
     k, start = bundle.k, len(plan.fixed_bases)
@@ -242,11 +257,17 @@ def generate_stream(
             seconds=time.perf_counter() - began,
             base_probs=p.tolist(),
             base_entropy=h.tolist(),
+            speculative=stats.to_dict() if stats is not None else None,
             done=done,
         )
 
     digit_powers = 4 ** torch.arange(k - 1, -1, -1, device=bundle.device)
-    for kmer, logprobs in decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, generator):
+    if draft is None:
+        stats, steps = None, decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, generator)
+    else:
+        stats = SpeculativeStats(draft_model=draft.name)
+        steps = speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, generator, stats)
+    for kmer, logprobs in steps:
         kmers.append(kmer)
         # confidence of each chosen base under the marginals it was drawn from
         marginals = log_marginals(logprobs)  # [samples, k, 4]
@@ -265,7 +286,9 @@ def generate(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, 
     scheme keys or literal tags), mode ('bp' base level, the reference; 'token'
     joint 6-mer), temperature (0 = greedy; default 0.9, since long designs at
     T <= 0.5 fall into repeats), top_k, top_p, seed (same seed, same output),
-    samples. Returns the new bases only, with the exact prompt text and ids.
+    samples, draft (a paired draft model for speculative decoding: greedy output
+    is the target's own, sampling keeps the target's distribution). Returns the
+    new bases only, with the exact prompt text and ids.
     """
     *_, final = generate_stream(bundle, prompt, n_bases, **options)
     return final

@@ -1,0 +1,163 @@
+"""Speculative decoding: a small draft proposes 6-mers, the target checks them in one pass.
+
+Both models draw from the same processed distribution (`sampling.step_logprobs`:
+masks, temperature, top-k/top-p and, in bp mode, the factorised base-level
+distribution), so the standard rules keep the output exactly the target's:
+
+- greedy: a proposal is accepted while it equals the target's argmax; the
+  first disagreement is replaced by the target's argmax;
+- sampling: proposal x is accepted with probability min(1, p(x) / q(x)); on
+  rejection a replacement is drawn from normalise(max(0, p - q)); when every
+  proposal is accepted, one more token is drawn from p.
+
+With several samples, each round keeps the number of tokens every row
+accepted (rows that accepted more keep their accepted proposal at that step,
+which is already distributed as p), so the batch stays aligned and exact.
+The draft length adapts to how much is accepted, and the statistics of the
+run come back as data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from .marginals import kmer_log_mask
+from .models import ModelBundle
+from .sampling import SamplingParams, choose, step_logprobs
+
+MIN_DRAFT, MAX_DRAFT = 1, 8
+
+
+@dataclass
+class SpeculativeStats:
+    draft_model: str
+    rounds: int = 0
+    proposed: int = 0
+    accepted: int = 0
+    draft_lengths: list[int] = field(default_factory=list)
+    target_seconds: float = 0.0
+    draft_seconds: float = 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def mean_accepted_per_round(self) -> float:
+        return self.accepted / self.rounds if self.rounds else 0.0
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.update(acceptance_rate=self.acceptance_rate, mean_accepted_per_round=self.mean_accepted_per_round)
+        return data
+
+
+def _timed(seconds: list[float], device: torch.device):
+    class _Timer:
+        def __enter__(self):
+            self.began = time.perf_counter()
+
+        def __exit__(self, *exc):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            seconds[0] += time.perf_counter() - self.began
+
+    return _Timer()
+
+
+@torch.inference_mode()
+def speculative_decode_kmers(
+    target: ModelBundle,
+    draft: ModelBundle,
+    prompt_ids: list[int],
+    allowed: torch.Tensor,
+    params: SamplingParams,
+    samples: int,
+    generator: torch.Generator | None,
+    stats: SpeculativeStats,
+    draft_length: int = 4,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Same contract as `generate.decode_kmers`: yields (k-mer indices [samples],
+    target log-probs [samples, 4^k]) per generated token, in order."""
+    device, kmer_start = target.device, target.tokenizer.kmer_start_id
+    n_steps = allowed.shape[0]
+    masks = [None if allowed[s].all() else kmer_log_mask(allowed[s]) for s in range(n_steps)]
+    t_time, d_time = [0.0], [0.0]
+
+    # Caches hold everything but the newest token ("pending"), which the next round feeds first.
+    ids = torch.tensor([prompt_ids], device=device)
+    t_cache, d_cache = DynamicCache(config=target.model.config), DynamicCache(config=draft.model.config)
+    with _timed(t_time, device):
+        if ids.shape[1] > 1:
+            target.hidden_states(ids[:, :-1], t_cache)
+    with _timed(d_time, device):
+        if ids.shape[1] > 1:
+            draft.hidden_states(ids[:, :-1], d_cache)
+    if samples > 1:
+        t_cache.batch_repeat_interleave(samples)
+        d_cache.batch_repeat_interleave(samples)
+    pending = ids[:, -1].expand(samples)  # the target's next input
+    draft_feed = pending.unsqueeze(1)  # the draft's next inputs: one token, or two after a full acceptance
+    done = 0
+    while done < n_steps:
+        gamma = min(draft_length, n_steps - done)
+        proposals, draft_logprobs = [], []
+        with _timed(d_time, device):
+            feed = draft_feed
+            for i in range(gamma):
+                hidden = draft.hidden_states(feed, d_cache)[:, -1]
+                q = step_logprobs(draft.kmer_logits(hidden), params, masks[done + i])
+                x = choose(q, params.greedy, generator)
+                proposals.append(x)
+                draft_logprobs.append(q)
+                feed = (x + kmer_start).unsqueeze(1)
+        with _timed(t_time, device):  # the target scores pending + all proposals in one pass
+            verify = torch.stack([pending, *[x + kmer_start for x in proposals]], dim=1)
+            logits = target.kmer_logits(target.hidden_states(verify, t_cache))  # [S, gamma + 1, 4^k]
+            p = [step_logprobs(logits[:, i], params, masks[done + i]) for i in range(min(gamma + 1, n_steps - done))]
+        x = torch.stack(proposals, dim=1)  # [S, gamma]
+        if params.greedy:
+            ok = torch.stack([x[:, i] == p[i].argmax(-1) for i in range(gamma)], dim=1)
+        else:
+            u = torch.rand(samples, gamma, device=device, generator=generator)
+            ratio = torch.stack([(p[i].gather(1, x[:, i : i + 1]) - draft_logprobs[i].gather(1, x[:, i : i + 1]))
+                                 .squeeze(1).exp() for i in range(gamma)], dim=1)
+            ok = u < ratio
+        accepted_per_row = torch.cumprod(ok.int(), dim=1).sum(dim=1)  # leading accepted proposals per row
+        m = int(accepted_per_row.min())
+        stats.rounds += 1
+        stats.proposed += gamma * samples
+        stats.accepted += int(accepted_per_row.sum())
+        stats.draft_lengths.append(gamma)
+        for i in range(m):
+            yield x[:, i], p[i]
+        done += m
+        if m < gamma:  # a row rejected proposal m: it gets the target's replacement, the others their proposal
+            if params.greedy:
+                fix = p[m].argmax(-1)
+            else:
+                residual = (p[m].exp() - draft_logprobs[m].exp()).clamp_min(0)
+                fix = choose(residual.log(), False, generator)
+            token = torch.where(accepted_per_row > m, x[:, m], fix)
+            yield token, p[m]
+            done += 1
+            t_cache.crop(-(gamma - m))  # drop the proposals after the kept ones
+            if gamma - 1 - m:
+                d_cache.crop(-(gamma - 1 - m))
+            draft_feed = (token + kmer_start).unsqueeze(1)
+        elif done < n_steps:  # all accepted: one more token from the target
+            token = choose(p[gamma], params.greedy, generator)
+            yield token, p[gamma]
+            done += 1
+            draft_feed = torch.stack([x[:, -1], token], dim=1) + kmer_start
+        else:
+            break
+        pending = token + kmer_start
+        draft_length = min(MAX_DRAFT, draft_length + 1) if m == gamma else max(MIN_DRAFT, m + 1)
+    stats.target_seconds += t_time[0]
+    stats.draft_seconds += d_time[0]

@@ -1,0 +1,61 @@
+"""Speculative decoding returns the target's own output (greedy) and distribution (sampling)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from carbon_app.errors import InputError
+from carbon_app.generate import generate
+from carbon_app.marginals import log_marginals
+
+
+@pytest.fixture(scope="module")
+def other_draft(tmp_path_factory):
+    from carbon_app.models import load_bundle
+    from carbon_app.synthetic import write_model_dir
+
+    return load_bundle(str(write_model_dir(tmp_path_factory.mktemp("draft") / "d", seed=7)))
+
+
+def test_greedy_output_is_identical_with_masks_and_odd_lengths(compact, other_draft):
+    rng = random.Random(11)
+    for case in range(30):
+        n = rng.randint(1, 60)
+        prompt = "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 25)))
+        mask = "".join(rng.choice("ACGTNNNNRYSW") for _ in range(n))
+        options = dict(mask=mask, temperature=0, mode=rng.choice(["bp", "token"]), samples=rng.randint(1, 3))
+        alone = generate(compact, prompt, n, **options)
+        drafted = generate(compact, prompt, n, draft=other_draft if case % 3 else compact, **options)
+        assert drafted.sequences == alone.sequences
+        assert drafted.speculative["proposed"] >= drafted.speculative["accepted"]
+
+
+def test_a_perfect_draft_is_always_accepted(compact):
+    for temperature in (0, 1.0):
+        out = generate(compact, "ACGTAC", 120, temperature=temperature, draft=compact, seed=3, samples=2)
+        assert out.speculative["acceptance_rate"] == 1.0 and all(len(s) == 120 for s in out.sequences)
+
+
+def test_sampling_keeps_the_targets_base_distribution(compact, other_draft):
+    ids = torch.tensor([compact.tokenizer.encode("<dna>ACGTAC")])
+    with torch.no_grad():
+        logits = compact.kmer_logits(compact.hidden_states(ids)[0, -1])
+    marginals = log_marginals(torch.log_softmax(logits, -1)).exp().numpy()
+    counts = np.zeros((6, 4))
+    for seed in range(16):
+        out = generate(compact, "ACGTAC", 12, temperature=1.0, seed=seed, samples=64, draft=other_draft)
+        assert out.speculative["acceptance_rate"] < 1.0  # the draft really is a different model
+        for seq in out.sequences:
+            for j, base in enumerate(seq[:6]):
+                counts[j, "ATCG".index(base)] += 1
+    freq = counts / counts.sum(axis=1, keepdims=True)
+    assert np.abs(freq - marginals).max() < 4.5 * np.sqrt(0.25 / 1024)
+
+
+def test_incompatible_draft_is_refused(compact, carbon):
+    with pytest.raises(InputError, match="cannot draft"):
+        generate(compact, "ACGTAC", 12, draft=carbon)
