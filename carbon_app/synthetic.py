@@ -15,7 +15,7 @@ import torch
 
 from .models import ModelBundle, make_bundle
 from .tags import SCHEMES
-from .tokens import CarbonTokenizer, DnaConfig
+from .tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
 
 #: Architectures of the released checkpoints (spec section 1) and a tiny one.
 SHAPES: dict[str, dict] = {
@@ -34,34 +34,6 @@ SHAPES: dict[str, dict] = {
 CARBON_DNA_CONFIG = DnaConfig(k=6, dna_start_id=151669, dna_vocab_size=4107,
                               special_tokens=("<dna>", "</dna>", "<oov>"))
 CARBON_VOCAB_SIZE = 155_776
-
-
-def all_tags() -> list[str]:
-    """Every tag string of the built-in schemes."""
-    tags = {t for scheme in SCHEMES.values() for t in [*scheme.species.values(), *scheme.regions.values()]}
-    return sorted(tags)
-
-
-def build_compact_text_tokenizer(out_dir: Path, extra_words: list[str] = ()):
-    """A small word-level text tokenizer whose words are the tag strings.
-
-    It stands in for the Qwen3 BPE half in models with a compact vocabulary:
-    each known tag is one id, anything else is `<unk>`.
-    """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = ["<|endoftext|>", "<unk>", *all_tags(), *extra_words]
-    vocab = {word: i for i, word in enumerate(dict.fromkeys(words))}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"<[^<>]*>|[^<]+"), behavior="isolated")
-    core.decoder = decoders.Fuse()  # tags decode back to the exact text, no spaces between
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token="<unk>"
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(str(out_dir))
-    return tokenizer
 
 
 def random_model(shape: str, vocab_size: int, seed: int = 0, dtype: torch.dtype = torch.float32,
@@ -107,7 +79,7 @@ def write_model_dir(
                 shutil.copy(Path(text_tokenizer_dir) / name, out_dir / name)
         dna_config, vocab_size = CARBON_DNA_CONFIG, CARBON_VOCAB_SIZE
     else:
-        text = build_compact_text_tokenizer(out_dir)
+        text = build_tag_text_tokenizer(out_dir)
         dna_config = DnaConfig(k=6, dna_start_id=len(text), dna_vocab_size=3 + 4096,
                                special_tokens=("<dna>", "</dna>", "<oov>"))
         vocab_size = dna_config.min_vocab_size

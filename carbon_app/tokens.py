@@ -214,3 +214,34 @@ class CarbonTokenizer:
                 text_run.append(token_id)
         flush()
         return "".join(parts)
+
+
+def all_tags() -> list[str]:
+    """Every tag string of the built-in schemes."""
+    from .tags import SCHEMES
+
+    tags = {t for scheme in SCHEMES.values() for t in [*scheme.species.values(), *scheme.regions.values()]}
+    return sorted(tags)
+
+
+def build_tag_text_tokenizer(out_dir: Path, extra_words: tuple[str, ...] = ()):
+    """A small word-level text tokenizer whose words are the tag strings, saved to `out_dir`.
+
+    The text half of models with a compact vocabulary (the bundled demo models,
+    small test models): each known tag is one id, anything else is `<unk>`, and
+    `<|endoftext|>` is eos and pad as in Qwen3.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<|endoftext|>", "<unk>", *all_tags(), *extra_words]
+    vocab = {word: i for i, word in enumerate(dict.fromkeys(words))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"<[^<>]*>|[^<]+"), behavior="isolated")
+    core.decoder = decoders.Fuse()  # tags decode back to the exact text, no spaces between
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token="<unk>"
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(str(out_dir))
+    return tokenizer

@@ -1,0 +1,1 @@
+"""Building the bundled demo models: data from public packages, training, evaluation."""

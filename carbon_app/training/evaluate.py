@@ -1,0 +1,334 @@
+"""Evaluate the demo models on the held-out split and write their model cards.
+
+    python -m carbon_app.training.evaluate --target runs/carbon-demo/model \
+        --draft runs/carbon-demo-draft/model [--install assets/models]
+
+Measured in one run, on the test windows of `carbon_app.training.data`:
+
+- sequence recovery as in the Carbon evaluations: 594 bases of context, the
+  next 30 bases generated greedily at base level (bp mode), per-base accuracy;
+  against a uniform guess and the best k-th order Markov model fitted on the
+  same training windows (k chosen by recovery on the validation windows);
+- whether a species tag helps its own group (recovery and log-likelihood of the
+  30 bases, with minus without the tag);
+- draft-vs-target agreement: how often the draft's greedy 6-mer equals the
+  target's along the target's own greedy continuation (the acceptance rate of
+  greedy speculative decoding).
+
+With --install the two model directories are copied into `assets/models/`
+with their cards, paired as target and draft.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..generate import generate
+from ..models import load_bundle
+from ..score import score_sequence, score_variant
+from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
+
+MAX_MARKOV_ORDER = 10
+_DIGIT = {b: i for i, b in enumerate("ATCG")}
+
+
+# -- Markov baseline --------------------------------------------------------------------------
+
+
+def training_bases(data: Path) -> np.ndarray:
+    """The training windows as base digits [N, L] (A=0 T=1 C=2 G=3), decoded from their token rows;
+    windows holding an `<oov>` 6-mer (runs of N) are left out."""
+    rows = np.load(data / "train_rows.npy").astype(np.int64)
+    dna_at = np.load(data / "train_dna_at.npy").astype(np.int64)
+    config = json.loads((data / "tokenizer" / "dna_config.json").read_text())
+    kmer_start = config["dna_start_id"] + len(config["dna_special_tokens"])
+    columns = dna_at[:, None] + 1 + np.arange(WINDOW_TOKENS)
+    kmers = np.take_along_axis(rows, columns, axis=1) - kmer_start
+    kmers = kmers[((kmers >= 0) & (kmers < 4096)).all(axis=1)]
+    digits = (kmers[..., None] // 4 ** np.arange(5, -1, -1)) % 4
+    return digits.reshape(len(kmers), -1)
+
+
+class MarkovModel:
+    """Greedy k-th order Markov predictor with back-off to shorter contexts never seen."""
+
+    def __init__(self, windows: np.ndarray, max_order: int = MAX_MARKOV_ORDER):
+        self.counts = []
+        length = windows.shape[1]
+        for order in range(max_order + 1):
+            index = np.zeros((windows.shape[0], length - order), dtype=np.int64)
+            for j in range(order + 1):  # (k+1)-mer codes built a base at a time, to keep memory flat
+                index = index * 4 + windows[:, j : length - order + j]
+            self.counts.append(np.bincount(index.ravel(), minlength=4 ** (order + 1)).reshape(-1, 4))
+
+    def recover(self, context: str, n: int, order: int) -> str:
+        history = [_DIGIT[b] for b in context]
+        out = []
+        for _ in range(n):
+            for k in range(order, -1, -1):
+                index = sum(d * 4 ** (k - 1 - i) for i, d in enumerate(history[len(history) - k :])) if k else 0
+                row = self.counts[k][index]
+                if row.sum():
+                    break
+            base = int(row.argmax())
+            out.append(base)
+            history.append(base)
+        return "".join("ATCG"[d] for d in out)
+
+
+def accuracy(predicted: str, truth: str) -> float:
+    return sum(a == b for a, b in zip(predicted, truth, strict=True)) / len(truth)
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+def recovery(windows: list[dict], predict) -> dict[str, float]:
+    """Mean per-base accuracy per group (and overall) of `predict(window) -> 30 bases`."""
+    by_group: dict[str, list[float]] = {}
+    for window in windows:
+        truth = window["seq"][EVAL_CONTEXT : EVAL_CONTEXT + EVAL_TARGET]
+        by_group.setdefault(window["group"], []).append(accuracy(predict(window), truth))
+    result = {group: float(np.mean(values)) for group, values in by_group.items()}
+    result["all"] = float(np.mean([v for values in by_group.values() for v in values]))
+    return result
+
+
+def model_recovery(bundle, windows: list[dict], with_species: bool) -> dict[str, float]:
+    def predict(window):
+        species = window["group"] if with_species and window["group"] != "prokaryote" else None
+        return generate(bundle, window["seq"][:EVAL_CONTEXT], EVAL_TARGET, temperature=0, mode="bp",
+                        species=species).sequences[0]
+
+    return recovery(windows, predict)
+
+
+def tag_loglikelihood_delta(bundle, windows: list[dict]) -> dict[str, float]:
+    """Mean log-likelihood per base of the 30 target bases, own species tag minus none."""
+    deltas: dict[str, list[float]] = {}
+    for window in windows:
+        if window["group"] == "prokaryote":
+            continue
+        seq = window["seq"][: EVAL_CONTEXT + EVAL_TARGET]
+        tagged = score_sequence(bundle, seq, species=window["group"]).logprobs[EVAL_CONTEXT:]
+        plain = score_sequence(bundle, seq).logprobs[EVAL_CONTEXT:]
+        deltas.setdefault(window["group"], []).append(float(tagged.mean() - plain.mean()))
+    return {group: float(np.mean(values)) for group, values in deltas.items()}
+
+
+def random_snv_deltas(bundle, windows: list[dict], seed: int = 0) -> dict[str, float]:
+    """Sign-convention check: a random substitution in real held-out DNA should
+    usually make it less likely (delta = LL(alt) - LL(ref) < 0)."""
+    rng = random.Random(seed)
+    deltas = []
+    for window in windows:
+        seq = window["seq"]
+        pos = rng.randrange(len(seq) // 4, 3 * len(seq) // 4)
+        alt = rng.choice([b for b in "ACGT" if b != seq[pos]])
+        deltas.append(score_variant(bundle, seq, f"{pos + 1}:{seq[pos]}>{alt}", window=len(seq)).delta)
+    return {"variants": len(deltas), "fraction_negative": float(np.mean(np.array(deltas) < 0)),
+            "mean_delta": float(np.mean(deltas))}
+
+
+@torch.inference_mode()
+def greedy_agreement(target, draft, windows: list[dict], tokens: int = 30) -> dict[str, float]:
+    """Fraction of steps where the draft's greedy 6-mer equals the target's (token and bp mode)."""
+    from ..marginals import factorised_logprobs, log_marginals
+
+    agree = {"token": [], "bp": []}
+    for window in windows:
+        context = window["seq"][:EVAL_CONTEXT]
+        for mode in ("token", "bp"):
+            continuation = generate(target, context, tokens * 6, temperature=0, mode=mode).sequences[0]
+            ids = torch.tensor([target.tokenizer.encode("<dna>" + context + continuation)])
+            picks = []
+            for bundle in (target, draft):
+                hidden = bundle.hidden_states(ids[:, :-1])[0, -tokens:]
+                logprobs = torch.log_softmax(bundle.kmer_logits(hidden), -1)
+                if mode == "bp":
+                    logprobs = factorised_logprobs(log_marginals(logprobs))
+                picks.append(logprobs.argmax(-1))
+            agree[mode].append(float((picks[0] == picks[1]).float().mean()))
+    return {mode: float(np.mean(values)) for mode, values in agree.items()}
+
+
+def evaluate(target_dir: Path, draft_dir: Path | None, data: Path) -> dict:
+    validation = json.loads((data / "validation.json").read_text())
+    test = json.loads((data / "test.json").read_text())
+    print(f"fitting Markov models (orders 0-{MAX_MARKOV_ORDER}) on the training windows", flush=True)
+    markov = MarkovModel(training_bases(data))
+    val_by_order = {k: recovery(validation, lambda w, k=k: markov.recover(w["seq"][:EVAL_CONTEXT], EVAL_TARGET, k))
+                    ["all"] for k in range(1, MAX_MARKOV_ORDER + 1)}
+    best_order = max(val_by_order, key=val_by_order.get)
+    print(f"Markov validation recovery by order: {json.dumps({k: round(v, 4) for k, v in val_by_order.items()})}; "
+          f"best k = {best_order}", flush=True)
+    rng = random.Random(0)
+    results = {
+        "test_windows": len(test),
+        "uniform": recovery(test, lambda w: "".join(rng.choice("ACGT") for _ in range(EVAL_TARGET))),
+        "markov_order": best_order,
+        "markov_validation_by_order": val_by_order,
+        "markov": recovery(test, lambda w: markov.recover(w["seq"][:EVAL_CONTEXT], EVAL_TARGET, best_order)),
+    }
+    target = load_bundle(str(target_dir))
+    print("target recovery, no tag / own species tag", flush=True)
+    results["target"] = model_recovery(target, test, with_species=False)
+    results["target_species_tag"] = model_recovery(target, test, with_species=True)
+    results["species_tag_recovery_delta"] = {g: results["target_species_tag"][g] - results["target"][g]
+                                             for g in results["target"] if g not in ("all", "prokaryote")}
+    results["species_tag_loglik_delta_per_base"] = tag_loglikelihood_delta(target, test)
+    results["random_snv"] = random_snv_deltas(target, test)
+    if draft_dir is not None:
+        draft = load_bundle(str(draft_dir))
+        print("draft recovery and greedy agreement with the target", flush=True)
+        results["draft"] = model_recovery(draft, test, with_species=False)
+        results["draft_greedy_agreement"] = greedy_agreement(target, draft, test[::6])
+    return results
+
+
+# -- reporting -----------------------------------------------------------------------------
+
+
+def recovery_table(results: dict) -> str:
+    rows = [("uniform guess", results["uniform"]), (f"Markov, order {results['markov_order']}", results["markov"]),
+            ("carbon-demo, no tag", results["target"]), ("carbon-demo, species tag", results["target_species_tag"])]
+    if "draft" in results:
+        rows.append(("carbon-demo-draft, no tag", results["draft"]))
+    groups = [g for g in (*GROUPS, "all") if g in results["target"]]
+    lines = ["| predictor | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
+    for name, values in rows:
+        lines.append(f"| {name} | " + " | ".join(f"{100 * values.get(g, float('nan')):.1f}" for g in groups) + " |")
+    return "\n".join(lines)
+
+
+def model_card(model_dir: Path, role: str, results: dict) -> str:
+    training = json.loads((model_dir / "training.json").read_text())
+    cfg, log, data_card = training["config"], training["log"], training["data_card"]
+    config = json.loads((model_dir / "config.json").read_text())
+    groups = "\n".join(
+        f"| {g} | {', '.join(info['species'][:4])}{' ...' if len(info['species']) > 4 else ''} | "
+        f"{info['bases_available']:,} | {info['train_bases']:,} | {info['test_windows']} |"
+        for g, info in data_card["groups"].items())
+    losses = "\n".join(f"| {e['step']} | {e['train_loss']:.4f} | {e['val_ce']:.4f} | {e['val_bits_per_base']:.3f} | "
+                       f"{e['val_fns_per_base']:.4f} |" for e in log)
+    sources = ", ".join(f"{s['package']} {s['version']} ({s['client']})" for s in data_card["sources"])
+    tag = results["species_tag_recovery_delta"]
+    loglik = results["species_tag_loglik_delta_per_base"]
+    agreement = results.get("draft_greedy_agreement")
+    return f"""---
+license: apache-2.0
+tags: [dna, carbon, demo]
+---
+
+# {model_dir.name if role == 'target' else cfg['name']} ({role})
+
+A small demonstration model in the format of the Carbon DNA language models
+(Llama decoder, non-overlapping 6-mer tokens, FNS), trained by Carbon Studio
+on real genomes from public packages so that the app works offline.
+**Demo only: not for biological conclusions.** It is far smaller and has seen
+far less DNA than Carbon-500M/3B/8B.
+
+## Architecture
+
+LlamaForCausalLM, {config['num_hidden_layers']} layers, hidden {config['hidden_size']}, FFN
+{config['intermediate_size']}, {config['num_attention_heads']} heads / {config['num_key_value_heads']} KV
+heads, tied embeddings, {training['parameters']:,} parameters, context {config['max_position_embeddings']}
+tokens ({config['max_position_embeddings'] * 6:,} bases), vocabulary {config['vocab_size']:,} ids: the tag
+strings of the pipeline scheme as single text ids, then `<dna>` `</dna>` `<oov>`, the 4,096 6-mers in
+A, T, C, G order and 8 unused ids (`dna_config.json`). Weights stored in float16.
+
+## Data
+
+Sources (pinned): {sources}. {data_card['split']}. Windows of {data_card['window_bases']:,} bases; prompt
+template mix in training: {json.dumps(data_card['template_mix'])}; gene windows by region:
+{json.dumps(data_card['train_regions'])}.
+
+| group | species | bases available | training bases | test windows |
+|---|---|---|---|---|
+{groups}
+
+## Training
+
+{cfg['steps']} steps of {cfg['batch']} windows, AdamW (lr {cfg['lr']} cosine to {cfg['min_lr']}, warm-up
+{cfg['warmup']}, weight decay {cfg['weight_decay']}), seed {cfg['seed']}. Cross-entropy over the 6-mers, then
+from step {int(cfg['fns_from'] * cfg['steps'])} the mean of cross-entropy and the FNS per-base loss.
+{'Distilled from carbon-demo (KL weight ' + str(cfg['distill_weight']) + ').' if cfg.get('teacher') else ''}
+
+| step | train loss | validation CE / token | bits / base | FNS loss / base |
+|---|---|---|---|---|
+{losses}
+
+## Evaluation (held-out test split, {results['test_windows']} windows)
+
+Sequence recovery, % of the next {EVAL_TARGET} bases recovered greedily (bp mode) after {EVAL_CONTEXT} bases:
+
+{recovery_table(results)}
+
+Species tag on its own group, tagged minus untagged: recovery
+{json.dumps({g: round(100 * v, 2) for g, v in tag.items()})} (percentage points); mean log-likelihood per base
+{json.dumps({g: round(v, 4) for g, v in loglik.items()})}.
+Random single-base substitutions in held-out DNA ({results['random_snv']['variants']}, one per test window,
+whole window scored): {100 * results['random_snv']['fraction_negative']:.1f}% make the sequence less likely
+(delta = LL(alt) - LL(ref) < 0), mean delta {results['random_snv']['mean_delta']:.3f}.
+{'' if agreement is None else f'''
+Draft-vs-target greedy agreement (the acceptance rate of greedy speculative decoding): token mode
+{100 * agreement['token']:.1f}%, bp mode {100 * agreement['bp']:.1f}%.
+'''}
+## Regenerate
+
+    python -m carbon_app.training.data --out data/demo
+    python -m carbon_app.training.train --preset target
+    python -m carbon_app.training.train --preset draft
+    python -m carbon_app.training.evaluate --target runs/carbon-demo/model \\
+        --draft runs/carbon-demo-draft/model --install assets/models
+"""
+
+
+def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Path) -> None:
+    pairs = [(target_dir, "carbon-demo", {"role": "target", "draft": "carbon-demo-draft" if draft_dir else None})]
+    if draft_dir:
+        pairs.append((draft_dir, "carbon-demo-draft", {"role": "draft", "target": "carbon-demo"}))
+    for source, name, role in pairs:
+        dest = assets / name
+        if dest.resolve() != source.resolve():
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(source, dest)
+        (dest / "carbon_role.json").write_text(json.dumps(role) + "\n")
+        (dest / "eval.json").write_text(json.dumps(results, indent=1) + "\n")
+        (dest / "README.md").write_text(model_card(dest, role["role"], results))
+        print(f"installed {dest}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.evaluate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", type=Path, required=True)
+    parser.add_argument("--draft", type=Path)
+    parser.add_argument("--data", type=Path, default=Path("data/demo"))
+    parser.add_argument("--install", type=Path, help="copy the models with their cards into this folder")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    results = evaluate(args.target, args.draft, args.data)
+    print(recovery_table(results))
+    print(f"species tag, recovery delta (points): "
+          f"{json.dumps({g: round(100 * v, 2) for g, v in results['species_tag_recovery_delta'].items()})}")
+    print(f"species tag, log-likelihood delta per base: "
+          f"{json.dumps({g: round(v, 4) for g, v in results['species_tag_loglik_delta_per_base'].items()})}")
+    print(f"random SNVs in held-out DNA: {json.dumps(results['random_snv'])}")
+    if "draft_greedy_agreement" in results:
+        print(f"draft greedy agreement: {json.dumps(results['draft_greedy_agreement'])}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    if args.install:
+        install(args.target, args.draft, results, args.install)
+
+
+if __name__ == "__main__":
+    main()
