@@ -1,0 +1,84 @@
+"""Plotly figures of engine results (plain data in, figures out; no Gradio here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .dna import BASES
+
+BASE_COLOURS = {"A": "#2ca02c", "C": "#1f77b4", "G": "#ff7f0e", "T": "#d62728"}
+
+
+def confidence_figure(base_probs: list[list[float]], base_entropy: list[list[float]], sequences: list[str],
+                      offset: int = 0) -> go.Figure:
+    """Per generated base: probability of the chosen base and the entropy (bits) it was drawn from."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("P(chosen base)", "entropy of the base distribution (bits)"))
+    for i, (probs, entropy, seq) in enumerate(zip(base_probs, base_entropy, sequences, strict=True)):
+        x = np.arange(offset + 1, offset + len(probs) + 1)
+        name = f"sample {i + 1}"
+        hover = [f"position {p}: {b}" for p, b in zip(x, seq, strict=True)]
+        fig.add_trace(go.Scatter(x=x, y=probs, mode="lines", name=name, legendgroup=name, text=hover,
+                                 hovertemplate="%{text}<br>P = %{y:.3f}<extra></extra>"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=x, y=entropy, mode="lines", name=name, legendgroup=name, showlegend=False,
+                                 text=hover, hovertemplate="%{text}<br>%{y:.2f} bits<extra></extra>"), row=2, col=1)
+    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(range=[0, 2.05], row=2, col=1)
+    fig.update_xaxes(title_text="generated base", row=2, col=1)
+    fig.update_layout(height=420, margin=dict(l=50, r=20, t=40, b=40), hovermode="x unified")
+    return fig
+
+
+def variant_figure(score) -> go.Figure:
+    """Ref and alt per-base log-probabilities overlaid on aligned columns, the delta track, the site."""
+    pos = [p if p is not None else None for p in score.aligned_ref_pos]
+    x = list(range(len(pos)))
+    labels = [str(p) if p is not None else "ins" for p in pos]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.65, 0.35],
+                        subplot_titles=(f"per-base log-probability (dashed line: {score.variant})", "alt - ref"))
+    fig.add_trace(go.Scatter(x=x, y=score.aligned_ref_logprobs, mode="lines", name="reference", text=labels,
+                             hovertemplate="position %{text}<br>%{y:.3f}<extra>ref</extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=score.aligned_alt_logprobs, mode="lines", name="alternate", text=labels,
+                             hovertemplate="position %{text}<br>%{y:.3f}<extra>alt</extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=x, y=score.aligned_delta, name="delta", text=labels, marker_color="#7f7f7f",
+                         hovertemplate="position %{text}<br>%{y:.3f}<extra>alt - ref</extra>"), row=2, col=1)
+    site = next((i for i, p in enumerate(pos) if p is not None and p >= int(score.variant.split(":")[0])), 0)
+    for row in (1, 2):
+        fig.add_vline(x=site, line_dash="dash", line_color="crimson", row=row, col=1)
+    ticks = x[:: max(1, len(x) // 10)]
+    fig.update_xaxes(tickvals=ticks, ticktext=[labels[i] for i in ticks], title_text="sequence position", row=2, col=1)
+    fig.update_layout(height=460, margin=dict(l=50, r=20, t=50, b=40), hovermode="x unified")
+    return fig
+
+
+def site_figure(score) -> go.Figure:
+    """A/C/G/T probabilities at the variant's first base, in the reference and alternate contexts."""
+    bases = list("ACGT")
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=bases, y=[score.site_probs_ref[b] for b in bases], name="reference context",
+                         marker_color=[BASE_COLOURS[b] for b in bases]))
+    fig.update_layout(height=260, margin=dict(l=40, r=20, t=40, b=30), yaxis=dict(range=[0, 1]),
+                      title=f"model's base probabilities at position {score.variant.split(':')[0]}")
+    return fig
+
+
+def scan_figure(scan) -> go.Figure:
+    """4 x L heatmap of delta log-likelihood, reference bases marked."""
+    order = "ACGT"
+    z = np.array([[scan.deltas[i, BASES.index(b)] for i in range(len(scan.region))] for b in order])
+    x = list(range(scan.start, scan.end + 1))
+    text = [[("ref " if scan.region[i] == b else "") + f"{scan.region[i]}{x[i]}{b}" for i in range(len(x))]
+            for b in order]
+    finite = np.abs(z[np.isfinite(z)])
+    limit = float(finite.max()) if finite.size else 1.0
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=list(order), text=text, colorscale="RdBu", zmid=0, zmin=-limit,
+                               zmax=limit, colorbar=dict(title="delta LL"),
+                               hovertemplate="%{text}<br>delta %{z:.3f}<extra></extra>"))
+    ref_y = [scan.region[i] for i in range(len(x))]
+    fig.add_trace(go.Scatter(x=x, y=ref_y, mode="markers", marker=dict(symbol="square-open", size=9, color="black"),
+                             name="reference base", hoverinfo="skip"))
+    fig.update_layout(height=300, margin=dict(l=40, r=20, t=30, b=40), xaxis_title="position",
+                      yaxis=dict(categoryorder="array", categoryarray=list(order)))
+    return fig

@@ -1,0 +1,357 @@
+"""Carbon Studio: the Blocks app, declared top to bottom, with thin handlers.
+
+Every event runs in one concurrency group ("gpu", one at a time), so the tabs
+share the GPU queue; every event has an `api_name` for `gradio_client`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+import gradio as gr
+
+from ..errors import CarbonError
+from ..generate import MAX_SAMPLES
+from ..models import ModelManager
+from ..plots import confidence_figure, scan_figure, site_figure, variant_figure
+from ..score import DEFAULT_WINDOW
+from .service import AppConfig, Service
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+SPECIES = ["none", "mammal", "vertebrate", "invertebrate", "plant", "fungus", "protozoa"]
+REGIONS = ["none", "protein_coding", "pseudogene", "trna", "tmrna", "ncrna", "misc_rna", "rrna"]
+GPU = dict(concurrency_id="gpu", concurrency_limit=1)
+
+try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
+    import spaces
+
+    on_gpu = spaces.GPU
+except ImportError:
+    def on_gpu(fn):
+        return fn
+BASE_COLOURS = {"A": "#1a7f37", "C": "#0b5cad", "G": "#b35900", "T": "#c4272d"}
+RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
+                 "the bundled demo models are for demonstration, not biological conclusions.*")
+
+
+def _fail(exc: Exception):
+    """Bad input or a model problem: a message in the page, not a traceback."""
+    raise gr.Error(str(exc), print_exception=False)
+
+
+def _bases_html(prompt: str, fixed: str, sequences: list[str]) -> str:
+    def coloured(seq: str) -> str:
+        return "".join(f'<span style="color:{BASE_COLOURS.get(b, "#555")}">{b}</span>' for b in seq)
+
+    shown = prompt[-60:]
+    blocks = []
+    for i, seq in enumerate(sequences, start=1):
+        blocks.append(
+            f'<div class="carbon-seq"><b>design {i}</b> ({len(seq):,} bases)<br>'
+            f'<span style="color:#999" title="prompt">{"…" if len(prompt) > 60 else ""}{html.escape(shown)}</span>'
+            f'{coloured(seq)}</div>')
+    carried = (f" (its last {len(fixed)} base{'s' if len(fixed) > 1 else ''} continue into the first generated "
+               "6-mer)") if fixed else ""
+    legend = f'<div style="font-size:0.85em;color:#666">grey: prompt{carried}; coloured: generated bases</div>'
+    return legend + "".join(blocks)
+
+
+def _report_markdown(reports: list[dict]) -> str:
+    lines = ["| design | length | mask | GC | longest ORF | ORF protein |", "|---|---|---|---|---|---|"]
+    for i, r in enumerate(reports, start=1):
+        mask = "—" if r["mask_satisfied"] is None else ("satisfied" if r["mask_satisfied"] else "VIOLATED")
+        orf = (f"{r['orf_length_aa']} aa, {r['orf_strand']} strand, {r['orf_start']}–{r['orf_end']}"
+               if r["orf_start"] else "none")
+        protein = r["orf_protein"][:40] + ("…" if len(r["orf_protein"]) > 40 else "")
+        lines.append(f"| {i} | {r['length']:,}/{r['expected_length']:,} | {mask} | {100 * r['gc_content']:.1f}% | "
+                     f"{orf} | `{protein}` |")
+    return "\n".join(lines)
+
+
+def build_app(manager: ModelManager | None = None, config: AppConfig | None = None) -> gr.Blocks:
+    service = Service(manager or ModelManager(), config or AppConfig.from_env())
+    models = service.config.models
+    examples = json.loads((ASSETS / "examples" / "hbb.json").read_text())
+    hbb_path = str(ASSETS / "examples" / examples["file"])
+    hbb = Service.sequence(None, hbb_path, "example")
+
+    # -- handlers (thin: widgets in, service, widgets out) ----------------------------------------
+
+    @on_gpu
+    def design(model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
+               samples, speculative, progress=gr.Progress()):  # noqa: B008
+        try:
+            prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
+            n = Service.whole_number(n_bases, "the number of bases", 1)
+            options = dict(mask=mask or None, species=species, region=region, mode=mode,
+                           temperature=float(temperature), top_k=Service.whole_number(top_k, "top-k", 0),
+                           top_p=float(top_p), seed=Service.whole_number(seed, "the seed", 0, 2**63 - 1),
+                           samples=Service.whole_number(samples, "the number of samples", 1, MAX_SAMPLES),
+                           stream_every=8)
+            for result, note in service.design_stream(model, prompt_bases, n, bool(speculative), **options):
+                progress(len(result.sequences[0]) / result.n_bases, desc="generating")
+                seqs = _bases_html(result.prompt, result.fixed_bases, result.sequences)
+                if not result.done:
+                    yield seqs, None, "", "", f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}", \
+                        None, None
+                    continue
+                timing = f"{result.seconds:.2f} s, {result.bases_per_second:,.0f} bases/s ({result.n_tokens} tokens)"
+                if result.speculative:
+                    s = result.speculative
+                    timing += (f"; speculative decoding with {s['draft_model']}: {100 * s['acceptance_rate']:.0f}% "
+                               f"of {s['proposed']} proposed 6-mers accepted")
+                if note:
+                    timing += f"; {note}"
+                prompt_info = f"prompt text:\n{result.prompt_text}\n\ntoken ids ({len(result.prompt_ids)}):\n" + \
+                    " ".join(map(str, result.prompt_ids))
+                figure = confidence_figure(result.base_probs, result.base_entropy, result.sequences)
+                yield (seqs, figure, _report_markdown(Service.design_reports(result)), prompt_info, timing,
+                       service.design_files(result), result.to_dict())
+        except (CarbonError, ValueError, OSError) as exc:
+            _fail(exc)
+
+    def mask_check(mask, n_bases):
+        if not mask or not mask.strip():
+            return "No mask: every position may be any base."
+        try:
+            from ..dna import mask_from_template
+
+            length = len(mask_from_template(mask))
+        except CarbonError as exc:
+            return f"⚠️ {exc}"
+        if n_bases and length != int(n_bases):
+            return f"⚠️ the mask has {length:,} positions but {int(n_bases):,} bases are asked for"
+        return f"✓ mask of {length:,} positions"
+
+    @on_gpu
+    def variant(model, species, region, reference, upload, change, alternate, window, strand, method):
+        try:
+            seq = Service.sequence(reference, upload, "reference sequence")
+            scored = service.score(model, seq, change, alternate, window=Service.whole_number(window, "the window", 1),
+                                   strand_average=bool(strand), species=species, region=region, method=method)
+        except (CarbonError, ValueError, OSError) as exc:
+            _fail(exc)
+        if scored.delta < 0:
+            words = "the alternate allele is **less** likely than the reference under the model"
+        elif scored.delta > 0:
+            words = "the alternate allele is **more** likely than the reference under the model"
+        else:
+            words = "the two alleles are equally likely under the model"
+        verdict = (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} "
+                   f"(natural log, summed over window {scored.window_start:,}–{scored.window_end:,}"
+                   f"{', averaged over both strands' if scored.strand_average else ''}).\n\n{RESEARCH_NOTE}")
+        def rounded(value):
+            return None if value is None else round(value, 4)
+
+        rows = [[pos if pos is not None else "ins", rounded(r), rounded(a), rounded(d)] for pos, r, a, d in
+                zip(scored.aligned_ref_pos, scored.aligned_ref_logprobs, scored.aligned_alt_logprobs,
+                    scored.aligned_delta, strict=True)]
+        return (verdict, variant_figure(scored), site_figure(scored), rows, service.variant_files(scored),
+                scored.to_dict())
+
+    @on_gpu
+    def scan(model, species, region, sequence, upload, start, end, window, method,
+             progress=gr.Progress()):  # noqa: B008
+        try:
+            seq = Service.sequence(sequence, upload, "sequence")
+            progress(0, desc="scoring every substitution")
+            result = service.scan(model, seq, Service.whole_number(start, "the start", 1),
+                                  Service.whole_number(end, "the end", 1),
+                                  window=Service.whole_number(window, "the window", 1), species=species,
+                                  region=region, method=method)
+        except (CarbonError, ValueError, OSError) as exc:
+            _fail(exc)
+        worst = sorted(result.rows(), key=lambda row: row[3])[:10]
+        table = "| substitution | delta |\n|---|---|\n" + "\n".join(
+            f"| {ref}{pos}{alt} | {delta:+.4f} |" for pos, ref, alt, delta in worst)
+        summary = (f"{len(result.rows()):,} substitutions scored in window {result.window_start:,}–"
+                   f"{result.window_end:,}. Most negative (least likely under the model):\n\n{table}")
+        return scan_figure(result), summary, service.scan_file(result), {"rows": result.rows()}
+
+    def models_info():
+        # server paths stay on the server (and a "path" key would read as a file to gradio_client)
+        loaded = [{k: v for k, v in m.items() if k != "path"} for m in service.manager.loaded()]
+        table = [[m["name"], m["device"], m["dtype"], m["head_dtype"], f"{m['memory_bytes'] / 2**20:,.1f} MB",
+                  m["parameters"], m["context_bases"], m["draft"] or ""] for m in loaded]
+        pairs = "\n".join(f"- **{m}** drafts with **{service.manager.draft_for(m) or 'none'}**" for m in models)
+        return table, pairs or "No models configured.", {"configured": models, "loaded": loaded}
+
+    def model_card(name):
+        try:
+            bundle = service.model(name)
+        except CarbonError as exc:
+            _fail(exc)
+        card = bundle.path / "README.md"
+        if not card.exists():
+            return f"No model card for {bundle.name}."
+        text = card.read_text()
+        if text.startswith("---"):  # YAML front matter is for the hub, not for reading
+            text = text.split("---", 2)[-1]
+        return text
+
+    def load(name):
+        try:
+            service.model(name)
+        except CarbonError as exc:
+            _fail(exc)
+        return models_info()
+
+    def unload(name):
+        service.manager.unload(name)
+        return models_info()
+
+    # -- layout ------------------------------------------------------------------------------------
+
+    with gr.Blocks(title="Carbon Studio") as demo:
+        gr.Markdown("# Carbon Studio\nDesign DNA and score variants with the Carbon DNA language models "
+                    "(6-mer tokens, base-level inference).")
+        with gr.Row():
+            model = gr.Dropdown(models, value=models[0] if models else None, label="Model", scale=2)
+            species = gr.Dropdown(SPECIES, value="none", label="Species tag", scale=1)
+            region = gr.Dropdown(REGIONS, value="none", label="Region tag", scale=1)
+
+        with gr.Tab("Design"):
+            with gr.Row():
+                with gr.Column(scale=3):
+                    prompt = gr.Textbox(label="DNA prompt (bases or FASTA; may be empty)", lines=3,
+                                        placeholder="ATGGCC…")
+                    upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"],
+                                     height=90)
+                    with gr.Row():
+                        n_bases = gr.Number(label="Bases to generate (exact)", value=300, precision=0, minimum=1)
+                        samples = gr.Number(label="Samples", value=2, precision=0, minimum=1, maximum=MAX_SAMPLES)
+                        seed = gr.Number(label="Seed", value=0, precision=0, minimum=0)
+                    mask = gr.Textbox(label="Per-position mask (IUPAC over the new bases, optional)",
+                                      placeholder="e.g. NNNNNNNNNTAA or RYRYRY…")
+                    mask_status = gr.Markdown("No mask: every position may be any base.")
+                with gr.Column(scale=2):
+                    mode = gr.Radio([("base level (FNS)", "bp"), ("6-mer token", "token")], value="bp", label="Mode")
+                    temperature = gr.Slider(0, 2, value=0.9, step=0.05, label="Temperature (0 = greedy)",
+                                            info="≈0.9 for long designs: low temperatures fall into repeats")
+                    top_k = gr.Number(label="Top-k 6-mers (0 = off)", value=0, precision=0, minimum=0)
+                    top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="Top-p (1 = off)")
+                    speculative = gr.Checkbox(label="Speculative decoding (paired draft model)", value=False)
+                    run = gr.Button("Generate", variant="primary")
+            sequences_html = gr.HTML(label="Designs")
+            status = gr.Markdown()
+            confidence = gr.Plot(label="Per-base confidence")
+            checks = gr.Markdown()
+            with gr.Accordion("Exact prompt sent (text and token ids)", open=False):
+                prompt_info = gr.Code(label="prompt", language=None)
+            files = gr.File(label="Downloads (FASTA, JSON)", file_count="multiple")
+            with gr.Accordion("Raw result (JSON)", open=False):
+                design_json = gr.JSON()
+            gr.Examples(
+                [["ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", 240, "", 0.9, "mammal", "protein_coding"],
+                 ["", 120, "N" * 114 + "TAATAA", 0.9, "fungus", "none"],
+                 ["TATAAAAGGCGCGCCACC", 90, "ATG" + "N" * 84 + "TGA", 0.7, "plant", "none"]],
+                inputs=[prompt, n_bases, mask, temperature, species, region], label="Examples")
+            design_inputs = [model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p,
+                             seed, samples, speculative]
+            design_outputs = [sequences_html, confidence, checks, prompt_info, status, files, design_json]
+            run.click(design, design_inputs, design_outputs, api_name="generate", **GPU)
+            gr.on([mask.change, n_bases.change], mask_check, [mask, n_bases], mask_status, api_name="check_mask",
+                  queue=False)
+
+        with gr.Tab("Variant"):
+            with gr.Row():
+                with gr.Column(scale=3):
+                    reference = gr.Textbox(label="Reference sequence (bases or FASTA)", lines=4)
+                    ref_upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"],
+                                         height=90)
+                with gr.Column(scale=2):
+                    change = gr.Textbox(label="Variant, 1-based (POS:REF>ALT: 120:A>G, 57:AT>A, 88:C>CTT)")
+                    alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
+                    window = gr.Number(label="Window (bases, centred on the variant)", value=DEFAULT_WINDOW,
+                                       precision=0, minimum=1)
+                    strand = gr.Checkbox(label="Average with the reverse-complement strand")
+                    method = gr.Radio([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
+                                      value="marginal", label="Scoring")
+                    score_button = gr.Button("Score variant", variant="primary")
+            verdict = gr.Markdown(RESEARCH_NOTE)
+            tracks = gr.Plot(label="Per-base tracks")
+            site = gr.Plot(label="Base probabilities at the site")
+            track_table = gr.Dataframe(headers=["ref position", "ref log-prob", "alt log-prob", "delta"],
+                                       label="Aligned tracks", max_height=300)
+            variant_files = gr.File(label="Downloads (TSV, JSON)", file_count="multiple")
+            with gr.Accordion("Raw result (JSON)", open=False):
+                variant_json = gr.JSON()
+            gr.Examples([[hbb, v["variant"], "", 1500, True] for v in examples["variants"]],
+                        inputs=[reference, change, alternate, window, strand],
+                        label="Worked example: human beta-globin (HBB), " + "; ".join(
+                            f"{v['variant']} = {v['hgvs']}, {v['name']}" for v in examples["variants"]))
+            score_button.click(variant, [model, species, region, reference, ref_upload, change, alternate, window,
+                                         strand, method],
+                               [verdict, tracks, site, track_table, variant_files, variant_json],
+                               api_name="score_variant", **GPU)
+
+        with gr.Tab("Mutation scan"):
+            with gr.Row():
+                with gr.Column(scale=3):
+                    scan_sequence = gr.Textbox(label="Sequence (bases or FASTA)", lines=4)
+                    scan_upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"],
+                                          height=90)
+                with gr.Column(scale=2):
+                    with gr.Row():
+                        scan_start = gr.Number(label="Region start (1-based)", value=1, precision=0, minimum=1)
+                        scan_end = gr.Number(label="Region end", value=60, precision=0, minimum=1)
+                    scan_window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW, precision=0, minimum=1)
+                    scan_method = gr.Radio([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
+                                           value="marginal", label="Scoring")
+                    scan_button = gr.Button("Scan every substitution", variant="primary")
+            heatmap = gr.Plot(label="delta log-likelihood of every substitution")
+            scan_summary = gr.Markdown()
+            scan_file = gr.File(label="Download (TSV)")
+            with gr.Accordion("Raw result (JSON)", open=False):
+                scan_json = gr.JSON()
+            region_start, region_end = examples["scan_region"]
+            gr.Examples([[hbb, region_start, region_end, 1500]],
+                        inputs=[scan_sequence, scan_start, scan_end, scan_window],
+                        label="Example: the first 30 codons of HBB")
+            scan_button.click(scan, [model, species, region, scan_sequence, scan_upload, scan_start, scan_end,
+                                     scan_window, scan_method], [heatmap, scan_summary, scan_file, scan_json],
+                              api_name="scan", **GPU)
+
+        with gr.Tab("Models"):
+            gr.Markdown(f"Device: **{service.manager.device}**, dtype **{str(service.manager.dtype)[6:]}**, memory "
+                        f"budget **{service.manager.memory_budget_bytes / 2**30:.1f} GiB**. Models are chosen by the "
+                        "server (CARBON_MODEL / CARBON_MODELS), never by a path typed here.")
+            with gr.Row():
+                card_model = gr.Dropdown(models + service.drafts(), value=models[0] if models else None,
+                                         label="Model")
+                load_button = gr.Button("Load")
+                unload_button = gr.Button("Unload")
+                refresh = gr.Button("Refresh")
+            loaded_table = gr.Dataframe(headers=["name", "device", "dtype", "head dtype", "memory", "parameters",
+                                                 "context (bases)", "draft"], label="Loaded models")
+            pairing = gr.Markdown()
+            models_json = gr.JSON(visible=False)
+            with gr.Accordion("Model card", open=True):
+                card = gr.Markdown()
+            refresh.click(models_info, None, [loaded_table, pairing, models_json], api_name="models", **GPU)
+            load_button.click(load, card_model, [loaded_table, pairing, models_json], api_name="load_model",
+                              **GPU).then(model_card, card_model, card, api_name="model_card")
+            unload_button.click(unload, card_model, [loaded_table, pairing, models_json], api_name="unload_model",
+                                **GPU)
+            card_model.change(model_card, card_model, card, api_visibility="private")
+        demo.load(models_info, None, [loaded_table, pairing, models_json], api_visibility="private")
+    return demo
+
+
+def launch() -> None:
+    """Start the server: preload the configured models, bounded queue, port 7860."""
+    manager = ModelManager()
+    config = AppConfig.from_env()
+    if os.environ.get("CARBON_PRELOAD", "1") != "0":
+        for name in config.models:
+            bundle = manager.get(name)
+            if bundle.draft:
+                manager.get(bundle.draft)
+    demo = build_app(manager, config)
+    demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")])

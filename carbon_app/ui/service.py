@@ -1,0 +1,175 @@
+"""What the web handlers call: input gathering, engine calls and result files, without Gradio.
+
+Keeping this free of Gradio makes each handler a few lines (widgets in, this,
+widgets out) and lets the same logic be tested directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..checks import report
+from ..dna import clean_sequence, read_fasta
+from ..errors import InputError
+from ..generate import GenerationResult, generate_stream
+from ..models import ModelManager, bundled_models, default_model_name
+from ..scan import ScanResult, scan_substitutions
+from ..score import Variant, VariantScore, score_variant
+
+MAX_UPLOAD_BYTES = 5 * 2**20
+MAX_PASTE_CHARS = 2_000_000
+
+
+@dataclass
+class AppConfig:
+    """Server-side settings; model names never come from the browser."""
+
+    models: list[str]
+    output_dir: Path
+
+    @classmethod
+    def from_env(cls) -> AppConfig:
+        configured = [m.strip() for m in os.environ.get("CARBON_MODELS", "").split(",") if m.strip()]
+        if not configured:
+            configured = [default_model_name()] if (os.environ.get("CARBON_MODEL") or bundled_models()) else []
+        out = Path(os.environ.get("CARBON_OUTPUT_DIR", tempfile.mkdtemp(prefix="carbon-studio-")))
+        out.mkdir(parents=True, exist_ok=True)
+        return cls(models=configured, output_dir=out)
+
+
+class Service:
+    def __init__(self, manager: ModelManager, config: AppConfig):
+        self.manager = manager
+        self.config = config
+
+    # -- inputs -----------------------------------------------------------------------
+
+    def model(self, name: str | None):
+        if not self.config.models:
+            raise InputError("no model is configured on this server (set CARBON_MODEL or CARBON_MODELS)")
+        name = name or self.config.models[0]
+        if name not in self.config.models and name not in self.drafts():
+            raise InputError(f"'{name}' is not one of this server's models ({', '.join(self.config.models)})")
+        return self.manager.get(name)
+
+    def drafts(self) -> list[str]:
+        return [d for d in (self.manager.draft_for(m) for m in self.config.models) if d]
+
+    @staticmethod
+    def sequence(text: str | None, upload: str | None, what: str, allow_empty: bool = False) -> str:
+        """Bases from an uploaded FASTA file, else from the text box (bare bases or pasted FASTA)."""
+        if upload:
+            path = Path(upload)
+            if path.stat().st_size > MAX_UPLOAD_BYTES:
+                raise InputError(f"the uploaded file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
+            return read_fasta(path, what=f"{what} file").sequence
+        text = text or ""
+        if len(text) > MAX_PASTE_CHARS:
+            raise InputError(f"the {what} is {len(text):,} characters; the limit is {MAX_PASTE_CHARS:,}")
+        if not text.strip():
+            if allow_empty:
+                return ""
+            raise InputError(f"the {what} is empty: paste bases or upload a FASTA file")
+        if text.lstrip().startswith(">"):
+            return read_fasta(text, what=what).sequence
+        return clean_sequence(text, what=what)
+
+    @staticmethod
+    def whole_number(value, what: str, low: int, high: int | None = None) -> int:
+        if value is None or value == "":
+            raise InputError(f"{what} is empty")
+        number = float(value)
+        if number != int(number):
+            raise InputError(f"{what} must be a whole number, not {value}")
+        number = int(number)
+        if number < low or (high is not None and number > high):
+            bound = f"between {low:,} and {high:,}" if high is not None else f"at least {low:,}"
+            raise InputError(f"{what} must be {bound}, not {number:,}")
+        return number
+
+    def _write(self, name: str, text: str) -> str:
+        folder = Path(tempfile.mkdtemp(dir=self.config.output_dir))
+        path = folder / name
+        path.write_text(text)
+        return str(path)
+
+    # -- design ---------------------------------------------------------------------
+
+    def design_stream(self, model: str, prompt: str, n_bases: int, speculative: bool, **options):
+        target = self.model(model)
+        draft = None
+        note = ""
+        if speculative:
+            if target.draft:
+                draft = self.manager.get(target.draft)
+            else:
+                note = f"'{target.name}' has no paired draft model, so it ran alone."
+        for result in generate_stream(target, prompt, n_bases, draft=draft, **options):
+            yield result, note
+
+    def design_files(self, result: GenerationResult) -> list[str]:
+        fasta = "".join(
+            f">design_{i} model={result.model} mode={result.mode} T={result.temperature} seed={result.seed} "
+            f"bases={len(seq)}\n" + "\n".join(seq[j : j + 60] for j in range(0, len(seq), 60)) + "\n"
+            for i, seq in enumerate(result.sequences, start=1))
+        return [self._write("designs.fa", fasta), self._write("designs.json", json.dumps(result.to_dict(), indent=1))]
+
+    @staticmethod
+    def design_reports(result: GenerationResult) -> list[dict]:
+        return [report(seq, result.n_bases, result.mask).to_dict() for seq in result.sequences]
+
+    # -- variants ---------------------------------------------------------------------
+
+    def score(self, model: str, reference: str, variant: str | None, alternate: str | None, **options
+              ) -> VariantScore:
+        if variant and variant.strip():
+            if alternate and alternate.strip():
+                raise InputError("give either a variant (POS:REF>ALT) or a full alternate sequence, not both")
+            change: str | Variant = variant
+        elif alternate and alternate.strip():
+            change = variant_from_sequences(reference, self.sequence(alternate, None, "alternate sequence"))
+        else:
+            raise InputError("give a variant as POS:REF>ALT (e.g. 120:A>G) or a full alternate sequence")
+        return score_variant(self.model(model), reference, change, **options)
+
+    def variant_files(self, scored: VariantScore) -> list[str]:
+        lines = ["column\tref_position\tref_logprob\talt_logprob\tdelta"]
+        for i, (pos, r, a, d) in enumerate(zip(scored.aligned_ref_pos, scored.aligned_ref_logprobs,
+                                                scored.aligned_alt_logprobs, scored.aligned_delta, strict=True)):
+            lines.append("\t".join(["" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))
+                                    for v in (i + 1, pos, r, a, d)]))
+        return [self._write("variant_tracks.tsv", "\n".join(lines) + "\n"),
+                self._write("variant.json", json.dumps(scored.to_dict(), indent=1))]
+
+    # -- scan ---------------------------------------------------------------------------
+
+    def scan(self, model: str, sequence: str, start: int, end: int, **options) -> ScanResult:
+        return scan_substitutions(self.model(model), sequence, start, end, **options)
+
+    def scan_file(self, scan: ScanResult) -> str:
+        return self._write("mutation_scan.tsv", scan.to_tsv())
+
+
+def variant_from_sequences(reference: str, alternate: str) -> Variant:
+    """The single POS:REF>ALT change that turns `reference` into `alternate` (VCF-style anchoring)."""
+    ref, alt = clean_sequence(reference, what="reference sequence"), alternate
+    if ref == alt:
+        raise InputError("the alternate sequence equals the reference")
+    head = 0
+    while head < min(len(ref), len(alt)) and ref[head] == alt[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(ref), len(alt)) - head and ref[-1 - tail] == alt[-1 - tail]:
+        tail += 1
+    ref_core, alt_core = ref[head : len(ref) - tail], alt[head : len(alt) - tail]
+    if not ref_core or not alt_core:  # an insertion or deletion: anchor on the base before (or after)
+        if head > 0:
+            head -= 1
+            ref_core, alt_core = ref[head] + ref_core, ref[head] + alt_core
+        else:
+            ref_core, alt_core = ref_core + ref[len(ref_core)], alt_core + ref[len(ref_core)]
+    return Variant.parse(f"{head + 1}:{ref_core}>{alt_core}")

@@ -1,0 +1,183 @@
+"""The web app: gradio_client against a launched server, and a real browser (Debian Chromium)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from carbon_app.generate import generate
+from carbon_app.models import ModelManager
+from carbon_app.scan import scan_substitutions
+from carbon_app.score import score_variant
+from tests.conftest import REPO
+
+HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "CARBON_MODEL": "",
+           "CARBON_OUTPUT_DIR": str(tmp_path_factory.mktemp("out")), "GRADIO_ANALYTICS_ENABLED": "False",
+           "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if process.poll() is not None:
+                pytest.fail(f"the app exited: {process.stdout.read()[-2000:]}")
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail("the app did not start within 180 s")
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return ModelManager(device="cpu").get("carbon-demo")
+
+
+def hbb_sequence() -> str:
+    from carbon_app.dna import read_fasta
+
+    return read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
+
+
+def test_generate_api_matches_the_engine(client, demo):
+    out = client.predict("carbon-demo", "fungus", "protein_coding", "ATGTCTGCTAAAGG", None, 40, "", "bp", 0.9, 0, 1.0,
+                         7, 2, False, api_name="/generate")
+    result = out[-1]
+    expected = generate(demo, "ATGTCTGCTAAAGG", 40, species="fungus", region="protein_coding", seed=7, samples=2)
+    assert result["sequences"] == expected.sequences
+    assert result["prompt_ids"] == expected.prompt_ids
+    assert "design 1" in out[0] and len(out[5]) == 2  # sequences shown, FASTA and JSON files
+
+
+def test_speculative_toggle_gives_the_same_greedy_output(client):
+    alone = client.predict("carbon-demo", "none", "none", "ACGTACGGTT", None, 61, "", "bp", 0, 0, 1.0, 0, 1, False,
+                           api_name="/generate")[-1]
+    drafted = client.predict("carbon-demo", "none", "none", "ACGTACGGTT", None, 61, "", "bp", 0, 0, 1.0, 0, 1, True,
+                             api_name="/generate")[-1]
+    assert drafted["sequences"] == alone["sequences"] and drafted["speculative"]["draft_model"] == "carbon-demo-draft"
+
+
+def test_score_variant_api_matches_the_engine(client, demo):
+    sickle = HBB["variants"][0]["variant"]
+    out = client.predict("carbon-demo", "none", "none", hbb_sequence(), None, sickle, "", 1500, True, "marginal",
+                         api_name="/score_variant")
+    expected = score_variant(demo, hbb_sequence(), sickle, window=1500, strand_average=True)
+    assert out[-1]["delta"] == pytest.approx(expected.delta, abs=1e-4)
+    assert "delta = LL(alt) − LL(ref)" in out[0] and "Research use only" in out[0]
+
+
+def test_scan_api_matches_the_engine(client, demo):
+    start, end = HBB["scan_region"][0], HBB["scan_region"][0] + 29
+    out = client.predict("carbon-demo", "none", "none", hbb_sequence(), None, start, end, 1500, "marginal",
+                         api_name="/scan")
+    expected = scan_substitutions(demo, hbb_sequence(), start, end, window=1500)
+    assert len(out[-1]["rows"]) == 90
+    assert [row[3] for row in out[-1]["rows"]] == pytest.approx([row[3] for row in expected.rows()], abs=1e-4)
+
+
+def test_models_api(client):
+    table, pairing, data = client.predict(api_name="/models")
+    assert "carbon-demo" in data["configured"] and "carbon-demo-draft" in pairing
+
+
+@pytest.mark.parametrize("api, args, message", [
+    ("/generate", ("carbon-demo", "none", "none", "ACGU", None, 10, "", "bp", 0.9, 0, 1.0, 0, 1, False), "RNA"),
+    ("/generate", ("carbon-demo", "none", "none", "ACGT", None, 10, "NNN", "bp", 0.9, 0, 1.0, 0, 1, False),
+     "mask has 3 positions"),
+    ("/generate", ("/etc", "none", "none", "ACGT", None, 10, "", "bp", 0.9, 0, 1.0, 0, 1, False),
+     "not in the list of choices"),  # the dropdown itself refuses paths
+    ("/score_variant", ("carbon-demo", "none", "none", "ACGTACGT", None, "3:A>G", "", 100, False, "marginal"),
+     "has 'G' at position 3"),
+    ("/scan", ("carbon-demo", "none", "none", "ACGTACGT", None, 5, 50, 100, "marginal"), "within the 8-base"),
+])
+def test_bad_input_gets_a_specific_message(client, api, args, message):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=message):
+        client.predict(*args, api_name=api)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(server)
+        page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
+        page.get_by_label("Bases to generate (exact)", exact=True).fill("90")
+        page.get_by_role("button", name="Generate").click()
+        page.get_by_text("design 1").first.wait_for(timeout=60_000)
+        page.get_by_text("bases/s").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "design.png"), full_page=True)
+
+        page.get_by_role("tab", name="Variant").click()
+        variant_box = page.get_by_label("Variant, 1-based (POS:REF>ALT: 120:A>G, 57:AT>A, 88:C>CTT)", exact=True)
+        variant_box.fill(HBB["variants"][0]["variant"])
+        page.get_by_label("Reference sequence (bases or FASTA)", exact=True).fill(hbb_sequence())
+        page.get_by_label("Window (bases, centred on the variant)", exact=True).fill("1500")
+        page.get_by_role("button", name="Score variant").click()
+        page.get_by_text("delta = LL(alt)").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
+        variant_box.fill("1206:G>A")
+        page.get_by_role("button", name="Score variant").click()
+        page.get_by_text("has 'A' at position 1206").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(tmp_path / "variant_error.png"), full_page=True)
+
+        page.get_by_role("tab", name="Mutation scan").click()
+        page.get_by_label("Sequence (bases or FASTA)", exact=True).fill(hbb_sequence()[1100:1400])
+        page.get_by_label("Region start (1-based)", exact=True).fill("80")
+        page.get_by_label("Region end", exact=True).fill("110")
+        page.get_by_role("button", name="Scan every substitution").click()
+        page.get_by_text("substitutions scored").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "scan.png"), full_page=True)
+
+        page.get_by_role("tab", name="Models").click()
+        page.get_by_text("drafts with").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name="Load", exact=True).click()
+        page.get_by_text("Demo only").first.wait_for(timeout=30_000)  # the model card
+        page.screenshot(path=str(tmp_path / "models.png"), full_page=True)
+        browser.close()
+    shot = REPO.parent / "screenshots"
+    if os.environ.get("CARBON_KEEP_SCREENSHOTS"):
+        shot.mkdir(exist_ok=True)
+        for png in tmp_path.glob("*.png"):
+            shutil.copy(png, shot / png.name)
