@@ -27,7 +27,7 @@ from .dna import BASES, clean_sequence, mask_from_template
 from .errors import InputError
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
 from .models import ModelBundle
-from .score import DEFAULT_WINDOW, _check_method, context_room_bases
+from .score import DEFAULT_WINDOW, _check_method, context_room_bases, variant_window
 from .tokens import DNA_OPEN
 
 MAX_SCAN_POSITIONS = 2000
@@ -68,15 +68,6 @@ def _per_base(kmer_logprobs: torch.Tensor, allowed: torch.Tensor, method: str) -
     return base_logprobs_from_marginals(log_marginals(kmer_logprobs), allowed)
 
 
-def _scan_window(length: int, start0: int, end0: int, window: int) -> tuple[int, int]:
-    size = max(window, end0 - start0)
-    if size >= length:
-        return 0, length
-    flank = (size - (end0 - start0)) // 2
-    lo = min(max(start0 - flank, 0), length - size)
-    return lo, lo + size
-
-
 @torch.inference_mode()
 def scan_substitutions(
     bundle: ModelBundle,
@@ -104,7 +95,7 @@ def scan_substitutions(
     if end - start + 1 > room:
         raise InputError(f"the scan region has {end - start + 1:,} positions, more than the {room:,} bases "
                          "the model reads at once")
-    lo, hi = _scan_window(len(seq), start - 1, end, min(int(window), room))
+    lo, hi = variant_window(len(seq), start - 1, end - start + 1, min(int(window), room))
     win = seq[lo:hi]
     k = bundle.k
     padded = win + "A" * (-len(win) % k)

@@ -71,6 +71,13 @@ def _report_markdown(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
+    """A paste box with a FASTA upload beside it; the upload wins when both are given."""
+    text = gr.Textbox(label=label, lines=lines)
+    upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"], height=90)
+    return text, upload
+
+
 def build_app(manager: ModelManager | None = None, config: AppConfig | None = None) -> gr.Blocks:
     service = Service(manager or ModelManager(), config or AppConfig.from_env())
     models = service.config.models
@@ -216,10 +223,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         with gr.Tab("Design"):
             with gr.Row():
                 with gr.Column(scale=3):
-                    prompt = gr.Textbox(label="DNA prompt (bases or FASTA; may be empty)", lines=3,
-                                        placeholder="ATGGCC…")
-                    upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"],
-                                     height=90)
+                    prompt, upload = _sequence_inputs("DNA prompt (bases or FASTA; may be empty)", lines=3)
                     with gr.Row():
                         n_bases = gr.Number(label="Bases to generate (exact)", value=300, precision=0, minimum=1)
                         samples = gr.Number(label="Samples", value=2, precision=0, minimum=1, maximum=MAX_SAMPLES)
@@ -259,9 +263,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         with gr.Tab("Variant"):
             with gr.Row():
                 with gr.Column(scale=3):
-                    reference = gr.Textbox(label="Reference sequence (bases or FASTA)", lines=4)
-                    ref_upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"],
-                                         height=90)
+                    reference, ref_upload = _sequence_inputs("Reference sequence (bases or FASTA)")
                 with gr.Column(scale=2):
                     change = gr.Textbox(label="Variant, 1-based (POS:REF>ALT: 120:A>G, 57:AT>A, 88:C>CTT)")
                     alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
@@ -291,9 +293,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         with gr.Tab("Mutation scan"):
             with gr.Row():
                 with gr.Column(scale=3):
-                    scan_sequence = gr.Textbox(label="Sequence (bases or FASTA)", lines=4)
-                    scan_upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"],
-                                          height=90)
+                    scan_sequence, scan_upload = _sequence_inputs("Sequence (bases or FASTA)")
                 with gr.Column(scale=2):
                     with gr.Row():
                         scan_start = gr.Number(label="Region start (1-based)", value=1, precision=0, minimum=1)
