@@ -117,6 +117,42 @@ def scan_suite(repeats: int) -> None:
     print(f"ratio separate / scan:           {separate_s / scan_s:.1f}x  (goal >= 3x)")
 
 
+def speculative_suite(repeats: int) -> None:
+    """The bundled pair: target alone against target + draft, greedy and sampling, bp and token mode."""
+    from .models import ModelManager
+
+    manager = ModelManager(device="cpu")
+    target, draft = manager.get("carbon-demo"), manager.get("carbon-demo-draft")
+    prompt = "ATGGCTTCAGATCTCGAAGCTTCAGCTCCAGCCATGACCGTGGAAGCAGCTGCCAAGGAACTGATCTCCGGCAAGTCTTACAAG"
+    n_bases = 900
+    print(f"\n== speculative decoding: {target.name} drafted by {draft.name}, {n_bases} bases, batch 1, CPU")
+    print(f"{'mode':6s} {'temperature':>11s} {'alone s':>8s} {'drafted s':>9s} {'speed-up':>8s} "
+          f"{'accepted':>8s} {'same output':>11s}  fall-back")
+    for mode in ("bp", "token"):
+        for temperature in (0.0, 0.9):
+            def alone(mode=mode, temperature=temperature):
+                return generate(target, prompt, n_bases, mode=mode, temperature=temperature, seed=1)
+
+            def drafted(mode=mode, temperature=temperature):
+                return generate(target, prompt, n_bases, mode=mode, temperature=temperature, seed=1, draft=draft)
+
+            alone(), drafted()  # warm-up
+            alone_times, drafted_times = [], []
+            for _ in range(repeats):
+                seconds, plain = _timed(alone)
+                alone_times.append(seconds)
+                seconds, spec = _timed(drafted)
+                drafted_times.append(seconds)
+            a, d = statistics.median(alone_times), statistics.median(drafted_times)
+            same = "yes" if plain.sequences == spec.sequences else ("n/a" if temperature else "NO")
+            stats = spec.speculative
+            accepted = 100 * stats["acceptance_rate"]
+            print(f"{mode:6s} {temperature:11.1f} {a:8.3f} {d:9.3f} {a / d:7.2f}x {accepted:7.0f}% "
+                  f"{same:>11s}  {stats['fallback_reason'] or '-'}")
+    print("(sampling draws other random numbers with a draft, so its outputs differ while the distribution is the "
+          "target's: tests/test_speculative.py checks base frequencies)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m carbon_app.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -125,11 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt-bases", default="60,600", help="comma-separated prompt lengths, one task each")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--suite", default="generation,scan", help="comma-separated: generation, scan")
+    parser.add_argument("--suite", default="generation,scan,speculative",
+                        help="comma-separated: generation, scan, speculative")
     args = parser.parse_args(argv)
     suites = set(args.suite.split(","))
     if "scan" in suites:
         scan_suite(args.repeats)
+    if "speculative" in suites:
+        speculative_suite(args.repeats)
     if "generation" not in suites:
         return
 

@@ -31,6 +31,9 @@ from .models import ModelBundle
 from .sampling import SamplingParams, choose, step_logprobs
 
 MIN_DRAFT, MAX_DRAFT = 1, 8
+CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
+MIN_ROUNDS_BEFORE_FALLBACK = 4
+FALLBACK_MARGIN = 0.95  # the draft must be at least 5% faster per token than the target alone
 
 
 @dataclass
@@ -42,6 +45,15 @@ class SpeculativeStats:
     draft_lengths: list[int] = field(default_factory=list)
     target_seconds: float = 0.0
     draft_seconds: float = 0.0
+    plain_ms_per_token: float | None = None  # the target alone, measured in this run
+    speculative_ms_per_token: float | None = None
+    fallback_reason: str | None = None
+
+    @property
+    def estimated_speedup(self) -> float | None:
+        if self.plain_ms_per_token and self.speculative_ms_per_token:
+            return self.plain_ms_per_token / self.speculative_ms_per_token
+        return None
 
     @property
     def acceptance_rate(self) -> float:
@@ -53,7 +65,8 @@ class SpeculativeStats:
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data.update(acceptance_rate=self.acceptance_rate, mean_accepted_per_round=self.mean_accepted_per_round)
+        data.update(acceptance_rate=self.acceptance_rate, mean_accepted_per_round=self.mean_accepted_per_round,
+                    estimated_speedup=self.estimated_speedup)
         return data
 
 
@@ -102,9 +115,43 @@ def speculative_decode_kmers(
         t_cache.batch_repeat_interleave(samples)
         d_cache.batch_repeat_interleave(samples)
     pending = ids[:, -1].expand(samples)  # the target's next input
-    draft_feed = pending.unsqueeze(1)  # the draft's next inputs: one token, or two after a full acceptance
+    draft_feed = pending.unsqueeze(1)  # the draft's next inputs: tokens it has not seen yet
     done = 0
+
+    def plain_step():
+        """One token from the target alone (calibration and fall-back)."""
+        hidden = target.hidden_states(pending.unsqueeze(1), t_cache)[:, -1]
+        p = step_logprobs(target.kmer_logits(hidden), params, masks[done])
+        return choose(p, params.greedy, generator), p
+
+    plain_times = []
+    for _ in range(min(CALIBRATION_STEPS, n_steps)):
+        began = time.perf_counter()
+        with _timed(t_time, device):
+            token, p = plain_step()
+        yield token, p  # timed with the caller's work per token, as the speculative rounds are
+        plain_times.append(time.perf_counter() - began)
+        done += 1
+        draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
+        pending = token + kmer_start
+    if plain_times:
+        stats.plain_ms_per_token = 1000 * min(plain_times)
+    spec_seconds, spec_tokens = 0.0, 0
     while done < n_steps:
+        if (stats.plain_ms_per_token and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK
+                and stats.speculative_ms_per_token > stats.plain_ms_per_token / FALLBACK_MARGIN):
+            stats.fallback_reason = (
+                f"the draft did not pay ({stats.speculative_ms_per_token:.1f} ms per token with it, "
+                f"{stats.plain_ms_per_token:.1f} ms alone, {100 * stats.acceptance_rate:.0f}% accepted): "
+                "the target finished alone")
+            while done < n_steps:
+                with _timed(t_time, device):
+                    token, p = plain_step()
+                yield token, p
+                done += 1
+                pending = token + kmer_start
+            break
+        round_began, done_before = time.perf_counter(), done
         gamma = min(draft_length, n_steps - done)
         proposals, draft_logprobs = [], []
         with _timed(d_time, device):
@@ -159,5 +206,8 @@ def speculative_decode_kmers(
             break
         pending = token + kmer_start
         draft_length = min(MAX_DRAFT, draft_length + 1) if m == gamma else max(MIN_DRAFT, m + 1)
+        spec_seconds += time.perf_counter() - round_began
+        spec_tokens += done - done_before
+        stats.speculative_ms_per_token = 1000 * spec_seconds / spec_tokens
     stats.target_seconds += t_time[0]
     stats.draft_seconds += d_time[0]

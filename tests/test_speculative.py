@@ -59,3 +59,17 @@ def test_sampling_keeps_the_targets_base_distribution(compact, other_draft):
 def test_incompatible_draft_is_refused(compact, carbon):
     with pytest.raises(InputError, match="cannot draft"):
         generate(compact, "ACGTAC", 12, draft=carbon)
+
+
+def test_a_draft_that_does_not_pay_is_dropped_with_a_reason(compact, other_draft):
+    """Either the draft is measured to be at least 5% faster per token, or the target
+    finishes alone and says why; the output is the target's either way."""
+    alone = generate(compact, "ACGTACGGT", 300, temperature=0)
+    drafted = generate(compact, "ACGTACGGT", 300, temperature=0, draft=other_draft)
+    assert drafted.sequences == alone.sequences
+    stats = drafted.speculative
+    assert stats["plain_ms_per_token"] > 0
+    if stats["fallback_reason"] is None:
+        assert stats["estimated_speedup"] >= 0.95
+    else:
+        assert "did not pay" in stats["fallback_reason"] and stats["rounds"] >= 4
