@@ -110,6 +110,10 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                     s = result.speculative
                     timing += (f"; speculative decoding with {s['draft_model']}: {100 * s['acceptance_rate']:.0f}% "
                                f"of {s['proposed']} proposed 6-mers accepted")
+                    if s["fallback_reason"]:
+                        timing += f" ({s['fallback_reason']})"
+                    elif s["estimated_speedup"]:
+                        timing += f", about {s['estimated_speedup']:.2f}x the target alone"
                 if note:
                     timing += f"; {note}"
                 prompt_info = f"prompt text:\n{result.prompt_text}\n\ntoken ids ({len(result.prompt_ids)}):\n" + \
