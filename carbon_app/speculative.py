@@ -34,6 +34,7 @@ MIN_DRAFT, MAX_DRAFT = 1, 8
 CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
 MIN_ROUNDS_BEFORE_FALLBACK = 4
 FALLBACK_MARGIN = 0.95  # the draft must be at least 5% faster per token than the target alone
+MIN_SPECULATIVE_TOKENS = 10  # below this, rounds are too few to measure or to win back their cost
 
 
 @dataclass
@@ -137,13 +138,16 @@ def speculative_decode_kmers(
     if plain_times:
         stats.plain_ms_per_token = 1000 * min(plain_times)
     spec_seconds, spec_tokens = 0.0, 0
+    if n_steps - done < MIN_SPECULATIVE_TOKENS:
+        stats.fallback_reason = (f"{n_steps} tokens are too few for drafting to pay off: the target ran alone")
     while done < n_steps:
-        if (stats.plain_ms_per_token and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK
+        if (stats.fallback_reason is None and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK
                 and stats.speculative_ms_per_token > stats.plain_ms_per_token / FALLBACK_MARGIN):
             stats.fallback_reason = (
                 f"the draft did not pay ({stats.speculative_ms_per_token:.1f} ms per token with it, "
                 f"{stats.plain_ms_per_token:.1f} ms alone, {100 * stats.acceptance_rate:.0f}% accepted): "
                 "the target finished alone")
+        if stats.fallback_reason is not None:
             while done < n_steps:
                 with _timed(t_time, device):
                     token, p = plain_step()

@@ -24,7 +24,7 @@ def other_draft(tmp_path_factory):
 def test_greedy_output_is_identical_with_masks_and_odd_lengths(compact, other_draft):
     rng = random.Random(11)
     for case in range(30):
-        n = rng.randint(1, 60)
+        n = rng.randint(61, 200)  # at least 10 tokens, so drafting runs (shorter runs use the target alone)
         prompt = "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 25)))
         mask = "".join(rng.choice("ACGTNNNNRYSW") for _ in range(n))
         options = dict(mask=mask, temperature=0, mode=rng.choice(["bp", "token"]), samples=rng.randint(1, 3))
@@ -41,16 +41,21 @@ def test_a_perfect_draft_is_always_accepted(compact):
 
 
 def test_sampling_keeps_the_targets_base_distribution(compact, other_draft):
-    ids = torch.tensor([compact.tokenizer.encode("<dna>ACGTAC")])
+    """The first two tokens are fixed by the mask (they are also the speed calibration), so the
+    third token, the first one drafted, has a known distribution."""
+    fixed = "GATTACAGATTA"
+    ids = torch.tensor([compact.tokenizer.encode("<dna>ACGTAC" + fixed)])
     with torch.no_grad():
         logits = compact.kmer_logits(compact.hidden_states(ids)[0, -1])
     marginals = log_marginals(torch.log_softmax(logits, -1)).exp().numpy()
     counts = np.zeros((6, 4))
     for seed in range(16):
-        out = generate(compact, "ACGTAC", 12, temperature=1.0, seed=seed, samples=64, draft=other_draft)
+        out = generate(compact, "ACGTAC", 72, mask=fixed + "N" * 60, temperature=1.0, seed=seed, samples=64,
+                       draft=other_draft)
+        assert out.speculative["rounds"] >= 1  # the third token always comes from the first drafted round
         assert out.speculative["acceptance_rate"] < 1.0  # the draft really is a different model
         for seq in out.sequences:
-            for j, base in enumerate(seq[:6]):
+            for j, base in enumerate(seq[12:18]):
                 counts[j, "ATCG".index(base)] += 1
     freq = counts / counts.sum(axis=1, keepdims=True)
     assert np.abs(freq - marginals).max() < 4.5 * np.sqrt(0.25 / 1024)
@@ -59,6 +64,12 @@ def test_sampling_keeps_the_targets_base_distribution(compact, other_draft):
 def test_incompatible_draft_is_refused(compact, carbon):
     with pytest.raises(InputError, match="cannot draft"):
         generate(compact, "ACGTAC", 12, draft=carbon)
+
+
+def test_short_runs_use_the_target_alone(compact):
+    out = generate(compact, "ACGTAC", 30, draft=compact, seed=2)
+    assert out.speculative["proposed"] == 0 and "too few" in out.speculative["fallback_reason"]
+    assert out.sequences == generate(compact, "ACGTAC", 30, seed=2).sequences
 
 
 def test_a_draft_that_does_not_pay_is_dropped_with_a_reason(compact, other_draft):
