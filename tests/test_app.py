@@ -181,3 +181,38 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         shot.mkdir(exist_ok=True)
         for png in tmp_path.glob("*.png"):
             shutil.copy(png, shot / png.name)
+
+
+def test_eight_clients_at_once_get_the_serial_answers(server, client):
+    """Mixed requests from 8 clients share one GPU queue and get exactly what they get one by one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gradio_client import Client
+
+    seq = hbb_sequence()
+    requests = []
+    for i in range(8):
+        if i % 3 == 0:
+            requests.append(("/generate", ("carbon-demo", "mammal", "none", "ATGGTGCA", None, 60 + i, "", "bp", 0.9, 0,
+                                           1.0, i, 2, i % 2 == 0)))
+        elif i % 3 == 1:
+            requests.append(("/score_variant", ("carbon-demo", "none", "none", seq, None, HBB["variants"][i % 2]
+                                                ["variant"], "", 900 + i, False, "marginal")))
+        else:
+            requests.append(("/scan", ("carbon-demo", "none", "none", seq, None, 1190 + i, 1199 + i, 600,
+                                       "marginal")))
+
+    def key(api, out):
+        result = out[-1]
+        return result["sequences"] if api == "/generate" else (
+            round(result["delta"], 6) if api == "/score_variant" else [round(r[3], 6) for r in result["rows"]])
+
+    serial = [key(api, client.predict(*args, api_name=api)) for api, args in requests]
+
+    def one(request):
+        api, args = request
+        return key(api, Client(server, verbose=False).predict(*args, api_name=api))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        concurrent = list(pool.map(one, requests))
+    assert concurrent == serial
