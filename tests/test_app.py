@@ -216,3 +216,11 @@ def test_eight_clients_at_once_get_the_serial_answers(server, client):
     with ThreadPoolExecutor(max_workers=8) as pool:
         concurrent = list(pool.map(one, requests))
     assert concurrent == serial
+
+
+def test_soak_script_reports_a_short_run():
+    from carbon_app.soak import main as soak_main
+
+    report = soak_main(["--seconds", "8", "--clients", "2", "--max-requests", "12"])
+    assert report["served"] > 0 and report["errors"] == 0
+    assert report["p50_s"] <= report["p95_s"] and report["server_rss_mb_end"] > 0

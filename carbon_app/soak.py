@@ -1,0 +1,136 @@
+"""A bounded soak of the web app: mixed requests from several clients, then a report.
+
+    python -m carbon_app.soak --seconds 600 --clients 4
+
+Starts `app.py` on a free loopback port (or uses --url), sends generate /
+score / scan requests with fixed seeds from each client until the time or the
+request budget runs out, and prints requests served, errors, p50/p95 latency
+and the server's resident memory at the start and the end. Traffic goes to
+127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _requests(sequence: str, variant: str, i: int) -> tuple[str, tuple]:
+    kind = i % 3
+    if kind == 0:
+        return "/generate", ("carbon-demo", "mammal", "none", "ATGGTGCA", None, 120, "", "bp", 0.9, 0, 1.0, i, 1,
+                             i % 2 == 0)
+    if kind == 1:
+        return "/score_variant", ("carbon-demo", "none", "none", sequence, None, variant, "", 1200, False, "marginal")
+    return "/scan", ("carbon-demo", "none", "none", sequence, None, 1190, 1219, 600, "marginal")
+
+
+def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: int | None) -> dict:
+    from gradio_client import Client
+
+    from .dna import read_fasta
+
+    examples = REPO / "assets" / "examples"
+    sequence = read_fasta(examples / "hbb.fa").sequence
+    variant = json.loads((examples / "hbb.json").read_text())["variants"][0]["variant"]
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    counter = iter(range(max_requests))
+    deadline = time.time() + seconds
+    rss_start = _rss_mb(server_pid) if server_pid else None
+
+    def worker() -> None:
+        client = Client(url, verbose=False)
+        while time.time() < deadline:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            api, args = _requests(sequence, variant, i)
+            began = time.perf_counter()
+            try:
+                client.predict(*args, api_name=api)
+                with lock:
+                    latencies.append(time.perf_counter() - began)
+            except Exception as exc:  # every failure is counted and reported, none stops the soak
+                with lock:
+                    errors.append(f"{api}: {type(exc).__name__}: {str(exc)[:120]}")
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ordered = sorted(latencies)
+    return {
+        "seconds": seconds, "clients": clients, "served": len(latencies), "errors": len(errors),
+        "error_examples": errors[:5],
+        "p50_s": statistics.median(ordered) if ordered else None,
+        "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else None,
+        "server_rss_mb_start": rss_start, "server_rss_mb_end": _rss_mb(server_pid) if server_pid else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m carbon_app.soak", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--max-requests", type=int, default=100_000)
+    parser.add_argument("--url", help="an app already running on this machine (default: start one)")
+    args = parser.parse_args(argv)
+    process = None
+    url = args.url
+    if url is None:
+        port = _free_port()
+        env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+               "GRADIO_ANALYTICS_ENABLED": "False"}
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(360):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        time.sleep(2)
+    try:
+        report = soak(url, args.seconds, args.clients, args.max_requests, process.pid if process else None)
+    finally:
+        if process:
+            process.terminate()
+            process.wait(timeout=30)
+    print(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()
