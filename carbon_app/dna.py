@@ -116,7 +116,10 @@ def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA
         text = source
     if not text.lstrip().startswith(">"):
         raise InputError(f"the {what} input is not FASTA: it must start with a '>' header line")
-    records = list(SeqIO.parse(io.StringIO(text.replace("\r", "")), "fasta"))
+    try:
+        records = list(SeqIO.parse(io.StringIO(text.lstrip().replace("\r", "")), "fasta"))
+    except ValueError as exc:  # Biopython's own reasons, e.g. comment lines before the first header
+        raise InputError(f"the {what} input cannot be read as FASTA: {str(exc).splitlines()[0]}") from None
     if not records:
         raise InputError(f"the {what} input holds no records")
     if record is not None:

@@ -129,7 +129,8 @@ class Variant:
             raise InputError(f"the variant is empty; write it as {_VARIANT_FORM}")
         match = _VARIANT.match(str(text))
         if not match:
-            raise InputError(f"the variant '{str(text).strip()[:60]}' is not of the form {_VARIANT_FORM}")
+            shown = " ".join(str(text).split())[:60]  # one line, whatever was pasted
+            raise InputError(f"the variant '{shown}' is not of the form {_VARIANT_FORM}")
         pos, ref, alt = int(match.group(1)), match.group(2).upper(), match.group(3).upper()
         if pos < 1:
             raise InputError(f"variant positions start at 1, not {pos}")
