@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -71,17 +72,14 @@ class SpeculativeStats:
         return data
 
 
-def _timed(seconds: list[float], device: torch.device):
-    class _Timer:
-        def __enter__(self):
-            self.began = time.perf_counter()
-
-        def __exit__(self, *exc):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            seconds[0] += time.perf_counter() - self.began
-
-    return _Timer()
+@contextmanager
+def _timed(total: list[float], device: torch.device):
+    """Add the wall time of the block (GPU work included) to total[0]."""
+    began = time.perf_counter()
+    yield
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    total[0] += time.perf_counter() - began
 
 
 @torch.inference_mode()
