@@ -53,8 +53,8 @@ def _bases_html(prompt: str, fixed: str, sequences: list[str]) -> str:
             f'<div class="carbon-seq"><b>design {i}</b> ({len(seq):,} bases)<br>'
             f'<span style="color:#999" title="prompt">{"…" if len(prompt) > 60 else ""}{html.escape(shown)}</span>'
             f'{coloured(seq)}</div>')
-    carried = (f" (its last {len(fixed)} base{'s' if len(fixed) > 1 else ''} continue into the first generated "
-               "6-mer)") if fixed else ""
+    carried = (f" (its last {len(fixed)} base{'s continue' if len(fixed) > 1 else ' continues'} into the first "
+               "generated 6-mer)") if fixed else ""
     legend = f'<div style="font-size:0.85em;color:#666">grey: prompt{carried}; coloured: generated bases</div>'
     return legend + "".join(blocks)
 
@@ -74,7 +74,7 @@ def _report_markdown(reports: list[dict]) -> str:
 def _sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
     """A paste box with a FASTA upload beside it; the upload wins when both are given."""
     text = gr.Textbox(label=label, lines=lines)
-    upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"], height=90)
+    upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"], height=130)
     return text, upload
 
 
