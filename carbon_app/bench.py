@@ -183,6 +183,18 @@ def main(argv: list[str] | None = None) -> None:
     print("Prefill is the same work for every contender; the ratios grow as the prompt shrinks.")
     for prompt_bases in (int(x) for x in args.prompt_bases.split(",")):
         run_task(bundle, prompt_bases, args.tokens, args.repeats, args.device)
+    scoring_throughput(bundle, args.repeats)
+
+
+def scoring_throughput(bundle, repeats: int, n_bases: int = 3000) -> None:
+    """Per-base scoring (one forward pass, reference FNS marginals) in bases per second."""
+    from .score import score_sequence
+
+    generator = torch.Generator().manual_seed(1)
+    seq = "".join("ACGT"[i] for i in torch.randint(0, 4, (n_bases,), generator=generator).tolist())
+    score_sequence(bundle, seq)
+    seconds = statistics.median(_timed(lambda: score_sequence(bundle, seq))[0] for _ in range(repeats))
+    print(f"\n== scoring: {n_bases} bases in {seconds:.2f} s, {n_bases / seconds:,.0f} bases/s (marginal method)")
 
 
 if __name__ == "__main__":
