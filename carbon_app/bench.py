@@ -151,6 +151,30 @@ def speculative_suite(repeats: int) -> None:
                   f"{same:>11s}  {stats['fallback_reason'] or '-'}")
     print("(sampling draws other random numbers with a draft, so its outputs differ while the distribution is the "
           "target's: tests/test_speculative.py checks base frequencies)")
+    useless_draft_suite(repeats)
+
+
+def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
+    """A draft that never agrees (random weights) on a Carbon-500M-shaped target: the toggle must
+    cost at most ~5%, because the engine measures that the draft does not pay and drops it."""
+    target, draft = random_bundle("500M"), random_bundle("tiny", seed=5)
+    prompt, n_bases = "ACGTTGCA" * 30, tokens * 6
+    runs = {"alone": lambda: generate(target, prompt, n_bases, temperature=0),
+            "with a useless draft": lambda: generate(target, prompt, n_bases, temperature=0, draft=draft)}
+    for fn in runs.values():
+        fn()
+    times = {name: [] for name in runs}
+    outputs = {}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            seconds, outputs[name] = _timed(fn)
+            times[name].append(seconds)
+    alone, drafted = (statistics.median(times[name]) for name in runs)
+    stats = outputs["with a useless draft"].speculative
+    print(f"\n== Carbon-500M shape (random) with a random tiny draft, greedy, {tokens} tokens: alone {alone:.2f} s, "
+          f"toggle on {drafted:.2f} s, ratio {drafted / alone:.3f} (goal <= 1.05); same output: "
+          f"{outputs['alone'].sequences == outputs['with a useless draft'].sequences}; "
+          f"{stats['fallback_reason'] or 'no fall-back'}")
 
 
 def main(argv: list[str] | None = None) -> None:

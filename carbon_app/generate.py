@@ -188,6 +188,8 @@ def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
     if draft.tokenizer.config != target.tokenizer.config or draft.device != target.device:
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their DNA token layouts "
                          "or devices differ")
+    if target.tokenizer.text_tokenizer is None or draft.tokenizer.text_tokenizer is None:
+        return  # DNA-only bundles (benchmarks): the DNA layouts already agree
     probe = target.tags.prefix(next(iter(target.tags.species), None), None) + DNA_OPEN
     if draft.tokenizer.encode(probe) != target.tokenizer.encode(probe):
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")

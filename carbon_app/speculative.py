@@ -33,7 +33,7 @@ from .sampling import SamplingParams, choose, step_logprobs
 
 MIN_DRAFT, MAX_DRAFT = 1, 8
 CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
-MIN_ROUNDS_BEFORE_FALLBACK = 4
+MIN_ROUNDS_BEFORE_FALLBACK = 2
 FALLBACK_MARGIN = 0.95  # the draft must be at least 5% faster per token than the target alone
 MIN_SPECULATIVE_TOKENS = 10  # below this, rounds are too few to measure or to win back their cost
 
