@@ -25,9 +25,9 @@ from transformers import DynamicCache
 
 from .dna import BASE_INDEX, clean_sequence, mask_from_template
 from .errors import InputError
-from .marginals import kmer_log_mask, log_marginals
+from .marginals import log_marginals
 from .models import ModelBundle
-from .sampling import SamplingParams, choose, step_logprobs
+from .sampling import SamplingParams, StepMasks, choose, step_logprobs
 from .speculative import SpeculativeStats, speculative_decode_kmers
 from .tokens import DNA_OPEN
 
@@ -172,13 +172,12 @@ def decode_kmers(
     if samples > 1:
         cache.batch_repeat_interleave(samples)
         hidden = hidden.expand(samples, -1)
-    unconstrained = allowed.flatten(1).all(dim=1).tolist()
-    for step in range(allowed.shape[0]):
-        log_mask = None if unconstrained[step] else kmer_log_mask(allowed[step])
-        logprobs = step_logprobs(bundle.kmer_logits(hidden), params, log_mask)
+    masks = StepMasks(allowed)
+    for step in range(len(masks)):
+        logprobs = step_logprobs(bundle.kmer_logits(hidden), params, masks[step])
         kmers = choose(logprobs, params.greedy, generator)
         yield kmers, logprobs
-        if step + 1 < allowed.shape[0]:
+        if step + 1 < len(masks):
             next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
             hidden = bundle.hidden_states(next_ids, cache)[:, -1]
 
@@ -190,7 +189,7 @@ def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
                          "or devices differ")
     if target.tokenizer.text_tokenizer is None or draft.tokenizer.text_tokenizer is None:
         return  # DNA-only bundles (benchmarks): the DNA layouts already agree
-    probe = target.tags.prefix(next(iter(target.tags.species), None), None) + DNA_OPEN
+    probe = target.tags.probe_text() + DNA_OPEN
     if draft.tokenizer.encode(probe) != target.tokenizer.encode(probe):
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")
 

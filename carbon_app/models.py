@@ -276,7 +276,7 @@ def load_bundle(
             f"dna_config.json in '{path}' puts the last k-mer at id {kmer_end - 1}, but the model "
             f"has only {config.vocab_size} ids: the DNA config does not match the weights"
         )
-    probe = tags.prefix(next(iter(tags.species), None), next(iter(tags.regions), None)) or "<dna>"
+    probe = tags.probe_text() or "<dna>"
     text_tokenizer = _load_text_tokenizer(path, trust_remote_code, probe)
     try:
         model = AutoModelForCausalLM.from_pretrained(

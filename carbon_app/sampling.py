@@ -48,6 +48,26 @@ class SamplingParams:
         return self.temperature == 0.0
 
 
+class StepMasks:
+    """The k-mer log-mask (0 / -inf) of each generated token, from `allowed` [n_steps, k, 4].
+
+    Built when a step is reached, and None for unconstrained steps (most steps
+    of most runs), so nothing of size n_steps x 4^k is ever held.
+    """
+
+    def __init__(self, allowed: torch.Tensor):
+        self.allowed = allowed
+        self.free = allowed.flatten(1).all(dim=1).tolist()
+
+    def __len__(self) -> int:
+        return len(self.free)
+
+    def __getitem__(self, step: int) -> torch.Tensor | None:
+        if step >= len(self.free) or self.free[step]:
+            return None
+        return kmer_log_mask(self.allowed[step])
+
+
 def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     if k <= 0 or k >= logits.shape[-1]:
         return logits
@@ -104,13 +124,13 @@ class DnaLogitsProcessor:
         self.start, self.end = kmer_start_id, kmer_start_id + n_kmers
         self.params = params
         self.prompt_length = prompt_length
-        self.allowed = allowed
+        self.masks = StepMasks(allowed) if allowed is not None else None
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         step = input_ids.shape[1] - self.prompt_length
-        log_mask = None
-        if self.allowed is not None and step < self.allowed.shape[0]:
-            log_mask = kmer_log_mask(self.allowed[step].to(scores.device))
+        log_mask = self.masks[step] if self.masks is not None else None
+        if log_mask is not None:
+            log_mask = log_mask.to(scores.device)
         out = torch.full_like(scores, float("-inf"), dtype=torch.float32)
         out[:, self.start : self.end] = step_logprobs(scores[:, self.start : self.end], self.params, log_mask)
         return out

@@ -27,9 +27,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 from transformers import DynamicCache
 
-from .marginals import kmer_log_mask
 from .models import ModelBundle
-from .sampling import SamplingParams, choose, step_logprobs
+from .sampling import SamplingParams, StepMasks, choose, step_logprobs
 
 MIN_DRAFT, MAX_DRAFT = 1, 8
 CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
@@ -98,7 +97,7 @@ def speculative_decode_kmers(
     target log-probs [samples, 4^k]) per generated token, in order."""
     device, kmer_start = target.device, target.tokenizer.kmer_start_id
     n_steps = allowed.shape[0]
-    masks = [None if allowed[s].all() else kmer_log_mask(allowed[s]) for s in range(n_steps)]
+    masks = StepMasks(allowed)
     t_time, d_time = [0.0], [0.0]
 
     # Caches hold everything but the newest token ("pending"), which the next round feeds first.

@@ -67,6 +67,10 @@ class TagScheme:
         """The text placed before `<dna>`: species tag, then region tag."""
         return self.species_tag(species) + self.region_tag(region)
 
+    def probe_text(self) -> str:
+        """A species and a region tag of this scheme, to check that two tokenizers agree on tags."""
+        return self.prefix(next(iter(self.species), None), next(iter(self.regions), None))
+
     def _resolve(self, value: str | None, table: dict[str, str], kind: str) -> str:
         if value is None or value.strip().lower() in _NONE:
             return ""
