@@ -154,9 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from transformers.utils import logging as hf_logging
 
+        from .models import out_of_memory_as_error
+
         hf_logging.disable_progress_bar()
         handler = {"generate": _generate, "score": _score, "tokenize": _tokenize, "models": _models}[args.command]
-        data = handler(args)
+        with out_of_memory_as_error("this command"):
+            data = handler(args)
     except CarbonError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -20,7 +20,9 @@ import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +84,7 @@ class ModelBundle:
     n_bytes: int
     draft: str | None = None
     info: dict = field(default_factory=dict)
+    free_memory: Callable[[], int] | None = None  # bytes the manager's budget leaves for requests
 
     @property
     def k(self) -> int:
@@ -104,6 +107,32 @@ class ModelBundle:
         the k-mer rows are multiplied (in fp32 when the head was upcast).
         """
         return (hidden.to(self.dna_head.dtype) @ self.dna_head.T).float()
+
+    def working_bytes(self, kv_tokens: int, forward_tokens: int, scored_tokens: int) -> int:
+        """About the memory a request needs beside the weights: keys and values for
+        `kv_tokens` (summed over rows), one layer's activations for the
+        `forward_tokens` of its largest forward pass, and fp32 k-mer log-probs
+        (with their logits) for `scored_tokens` positions."""
+        config = self.model.config
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        size = torch.tensor([], dtype=self.dtype).element_size()
+        per_kv_token = 2 * config.num_hidden_layers * kv_heads * head_dim * size
+        per_forward_token = (4 * config.hidden_size + 3 * config.intermediate_size) * size
+        return (kv_tokens * per_kv_token + forward_tokens * per_forward_token
+                + scored_tokens * self.tokenizer.n_kmers * 4 * 2)
+
+    def check_memory(self, kv_tokens: int, forward_tokens: int, scored_tokens: int, what: str) -> None:
+        """Refuse, before any work, a request that cannot fit in the memory budget."""
+        if self.free_memory is None:
+            return
+        needed, free = self.working_bytes(kv_tokens, forward_tokens, scored_tokens), self.free_memory()
+        if needed > free:
+            raise ModelError(
+                f"{what} needs about {needed / 2**20:,.0f} MiB of working memory beside the model weights, "
+                f"but this server's memory budget leaves {max(free, 0) / 2**20:,.0f} MiB: ask for fewer samples, "
+                "fewer bases or a shorter window")
 
     def describe(self) -> dict:
         return {
@@ -340,6 +369,32 @@ def draft_for(name: str, path: Path | None = None) -> str | None:
 # -- the cache ------------------------------------------------------------------------
 
 
+def _is_out_of_memory(exc: BaseException) -> bool:
+    # CUDA raises torch.OutOfMemoryError; the CPU allocator a RuntimeError that says so
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and ("can't allocate memory" in str(exc) or "out of memory" in str(exc)))
+
+
+@contextmanager
+def out_of_memory_as_error(what: str) -> Iterator[None]:
+    """Turn running out of memory inside the block into a ModelError that says what to do.
+
+    The failed request's tensors are freed when the error leaves the block (the
+    original traceback, which holds them, is dropped), so the models that are
+    loaded stay loaded and keep working.
+    """
+    try:
+        yield
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not _is_out_of_memory(exc):
+            raise
+        device = "GPU" if isinstance(exc, torch.OutOfMemoryError) else "machine"
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        raise ModelError(f"the {device} ran out of memory during {what}; the loaded models still work: ask for "
+                         "fewer samples, fewer bases or a shorter window") from None
+
+
 def _default_budget(device: torch.device) -> int:
     configured = os.environ.get("CARBON_MEMORY_BUDGET_GB")
     if configured:
@@ -365,6 +420,9 @@ class ModelManager:
         self.fp32_head = fp32_head
         self.trust_remote_code = trust_remote_code
         self.memory_budget_bytes = memory_budget_bytes or _default_budget(self.device)
+        if self.device.type == "cuda":  # the allocator itself then keeps to the budget
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, self.memory_budget_bytes / total), self.device)
         self._cache: OrderedDict[str, ModelBundle] = OrderedDict()
         self._loading: dict[str, Future] = {}
         self._lock = threading.Lock()
@@ -405,6 +463,7 @@ class ModelManager:
             self._evict_until_free(needed)
         bundle = load_bundle(name, self.device, self.dtype, self.fp32_head, self.trust_remote_code)
         self.loads += 1
+        bundle.free_memory = self.free_bytes
         with self._lock:
             self._evict_until_free(bundle.n_bytes)
             self._cache[name] = bundle
@@ -420,6 +479,11 @@ class ModelManager:
 
     def used_bytes(self) -> int:
         return sum(b.n_bytes for b in self._cache.values())
+
+    def free_bytes(self) -> int:
+        """What the budget leaves for requests beside the loaded weights."""
+        with self._lock:
+            return self.memory_budget_bytes - self.used_bytes()
 
     def loaded(self) -> list[dict]:
         with self._lock:

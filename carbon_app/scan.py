@@ -110,6 +110,10 @@ def scan_substitutions(
     allowed[: len(win)] = torch.from_numpy(mask_from_template(win))
     allowed = allowed.reshape(n_tokens, k, 4).to(bundle.device)
 
+    # the largest batch: 3 alternates at each of the k positions of the first token, re-reading the rest
+    largest = 3 * k * n_tokens
+    bundle.check_memory(ids.shape[1] + largest, max(ids.shape[1], largest), n_tokens + largest,
+                        f"a scan of {end - start + 1:,} positions in a {len(win):,}-base window")
     cache = DynamicCache(config=bundle.model.config)
     hidden = bundle.hidden_states(ids[:, :-1], cache)[0, first:]  # [n_tokens, H]: predicts token i
     ref_kmer_logprobs = torch.log_softmax(bundle.kmer_logits(hidden), dim=-1)

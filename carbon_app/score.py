@@ -84,6 +84,7 @@ def score_sequence(
     ids = bundle.tokenizer.encode(prompt_text)
     n_tokens = len(padded) // k
     first = len(ids) - n_tokens - 1  # index of <dna>: its logits predict the first k-mer
+    bundle.check_memory(len(ids), len(ids), _HEAD_CHUNK, f"scoring {len(seq):,} bases")
     hidden = bundle.hidden_states(torch.tensor([ids[:-1]], device=bundle.device))[0, first:]
     allowed = torch.ones(n_tokens * k, 4, dtype=torch.bool)
     allowed[: len(seq)] = torch.from_numpy(mask_from_template(seq))
@@ -130,6 +131,8 @@ class Variant:
         match = _VARIANT.match(str(text))
         if not match:
             shown = " ".join(str(text).split())[:60]  # one line, whatever was pasted
+            if len(re.findall(r">", shown)) > 1 and re.search(r"[,;\s]", shown.strip()):
+                raise InputError(f"'{shown}' holds several variants; score one at a time, as {_VARIANT_FORM}")
             raise InputError(f"the variant '{shown}' is not of the form {_VARIANT_FORM}")
         pos, ref, alt = int(match.group(1)), match.group(2).upper(), match.group(3).upper()
         if pos < 1:
@@ -137,7 +140,8 @@ class Variant:
         for allele, name in ((ref, "reference"), (alt, "alternate")):
             bad = next((b for b in allele if b not in "ACGT"), None)
             if bad:
-                raise InputError(f"the {name} allele '{allele}' has '{bad}'; alleles are A, C, G and T only")
+                what = f"is '{bad}'" if allele == bad else f"'{allele}' has '{bad}'"
+                raise InputError(f"the {name} allele {what}; alleles are A, C, G and T only")
         if ref == alt:
             raise InputError(f"the variant {pos}:{ref}>{alt} changes nothing (REF equals ALT)")
         return cls(pos, ref, alt)

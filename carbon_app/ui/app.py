@@ -74,7 +74,8 @@ def _report_markdown(reports: list[dict]) -> str:
 def _sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
     """A paste box with a FASTA upload beside it; the upload wins when both are given."""
     text = gr.Textbox(label=label, lines=lines)
-    upload = gr.File(label="…or upload FASTA", file_types=[".fa", ".fasta", ".fna", ".txt"], height=130)
+    upload = gr.File(label="…or upload FASTA / GenBank", file_types=[".fa", ".fasta", ".fna", ".txt", ".gb", ".gbk"],
+                     height=130)
     return text, upload
 
 
@@ -188,7 +189,10 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         table = [[m["name"], m["device"], m["dtype"], m["head_dtype"], f"{m['memory_bytes'] / 2**20:,.1f} MB",
                   m["parameters"], m["context_bases"], m["draft"] or ""] for m in loaded]
         pairs = "\n".join(f"- **{m}** drafts with **{service.manager.draft_for(m) or 'none'}**" for m in models)
-        return table, pairs or "No models configured.", {"configured": models, "loaded": loaded}
+        manager = service.manager
+        return table, pairs or "No models configured.", {
+            "configured": models, "loaded": loaded, "requests_running": service.running,
+            "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes()}
 
     def model_card(name):
         try:

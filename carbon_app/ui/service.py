@@ -9,19 +9,23 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks import report
-from ..dna import clean_sequence, read_fasta
+from ..dna import clean_sequence, is_record_text, read_fasta
 from ..errors import InputError
 from ..generate import GenerationResult, generate_stream
-from ..models import ModelManager, bundled_models, default_model_name
+from ..models import ModelManager, bundled_models, default_model_name, out_of_memory_as_error
 from ..scan import ScanResult, scan_substitutions
 from ..score import Variant, VariantScore, score_variant
 
 MAX_UPLOAD_BYTES = 5 * 2**20
 MAX_PASTE_CHARS = 2_000_000
+ONE_RECORD = "paste or upload only the record you want"
 
 
 @dataclass
@@ -45,6 +49,24 @@ class Service:
     def __init__(self, manager: ModelManager, config: AppConfig):
         self.manager = manager
         self.config = config
+        self.running = 0  # requests inside the engine now; back to 0 when each ends, fails or is cancelled
+        self._running_lock = threading.Lock()
+
+    @contextmanager
+    def _request(self, what: str) -> Iterator[None]:
+        """Count a request while it runs and turn running out of memory into a message.
+
+        A cancelled or disconnected streaming request closes its generator, which
+        leaves this block too: its counter drops and its tensors are freed.
+        """
+        with self._running_lock:
+            self.running += 1
+        try:
+            with out_of_memory_as_error(what):
+                yield
+        finally:
+            with self._running_lock:
+                self.running -= 1
 
     # -- inputs -----------------------------------------------------------------------
 
@@ -61,12 +83,13 @@ class Service:
 
     @staticmethod
     def sequence(text: str | None, upload: str | None, what: str, allow_empty: bool = False) -> str:
-        """Bases from an uploaded FASTA file, else from the text box (bare bases or pasted FASTA)."""
+        """Bases from an uploaded FASTA/GenBank file, else from the text box (bare bases, possibly
+        numbered GenBank-style, or a pasted FASTA/GenBank record)."""
         if upload:
             path = Path(upload)
             if path.stat().st_size > MAX_UPLOAD_BYTES:
                 raise InputError(f"the uploaded file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
-            return read_fasta(path, what=f"{what} file").sequence
+            return read_fasta(path, what=f"{what} file", choose=ONE_RECORD).sequence
         text = text or ""
         if len(text) > MAX_PASTE_CHARS:
             raise InputError(f"the {what} is {len(text):,} characters; the limit is {MAX_PASTE_CHARS:,}")
@@ -74,8 +97,8 @@ class Service:
             if allow_empty:
                 return ""
             raise InputError(f"the {what} is empty: paste bases or upload a FASTA file")
-        if text.lstrip().startswith(">"):
-            return read_fasta(text, what=what).sequence
+        if is_record_text(text):
+            return read_fasta(text, what=what, choose=ONE_RECORD).sequence
         return clean_sequence(text, what=what)
 
     @staticmethod
@@ -108,8 +131,9 @@ class Service:
                 draft = self.manager.get(target.draft)
             else:
                 note = f"'{target.name}' has no paired draft model, so it ran alone."
-        for result in generate_stream(target, prompt, n_bases, draft=draft, **options):
-            yield result, note
+        with self._request("this design"):
+            for result in generate_stream(target, prompt, n_bases, draft=draft, **options):
+                yield result, note
 
     def design_files(self, result: GenerationResult) -> list[str]:
         fasta = "".join(
@@ -134,7 +158,9 @@ class Service:
             change = variant_from_sequences(reference, self.sequence(alternate, None, "alternate sequence"))
         else:
             raise InputError("give a variant as POS:REF>ALT (e.g. 120:A>G) or a full alternate sequence")
-        return score_variant(self.model(model), reference, change, **options)
+        target = self.model(model)
+        with self._request("this variant score"):
+            return score_variant(target, reference, change, **options)
 
     def variant_files(self, scored: VariantScore) -> list[str]:
         lines = ["column\tref_position\tref_logprob\talt_logprob\tdelta"]
@@ -148,7 +174,9 @@ class Service:
     # -- scan ---------------------------------------------------------------------------
 
     def scan(self, model: str, sequence: str, start: int, end: int, **options) -> ScanResult:
-        return scan_substitutions(self.model(model), sequence, start, end, **options)
+        target = self.model(model)
+        with self._request("this scan"):
+            return scan_substitutions(target, sequence, start, end, **options)
 
     def scan_file(self, scan: ScanResult) -> str:
         return self._write("mutation_scan.tsv", scan.to_tsv())
