@@ -1,4 +1,4 @@
-"""DNA text handling: cleaning, validation, IUPAC masks, FASTA, reverse complement.
+"""DNA text handling: cleaning, validation, IUPAC masks, FASTA/GenBank, reverse complement.
 
 Base order everywhere in this package is A, T, C, G: the digit order of the
 Carbon 6-mer vocabulary (A=0, T=1, C=2, G=3), so per-base arrays line up with
@@ -29,14 +29,18 @@ IUPAC = {
 }
 _ALLOWED_TEXT = "A C G T and the IUPAC codes N R Y S W K M B D H V"
 _WHITESPACE = re.compile(r"\s+")
+#: A numbered sequence line as GenBank's ORIGIN block and NCBI's pages show it: "   61 gtgaacgtgg atgaagttgg"
+_NUMBERED_LINE = re.compile(r"^\s*\d+\s+[A-Za-z][A-Za-z ]*\s*$")
+_LINE_NUMBER = re.compile(r"^\s*\d+", re.MULTILINE)
 
 
 def clean_sequence(text: str, what: str = "sequence", ambiguous: bool = True) -> str:
     """Return `text` as upper-case DNA with whitespace removed, or raise InputError.
 
     Line breaks and spaces (wrapped FASTA bodies, Windows line endings) are
-    dropped; everything else that is not a base or, if `ambiguous`, an IUPAC
-    code is refused with the offending character and its 1-based position.
+    dropped, and so are the line numbers when every line is numbered the
+    GenBank way; everything else that is not a base or, if `ambiguous`, an
+    IUPAC code is refused with the offending character and its 1-based position.
     """
     if text is None or not text.strip():
         raise InputError(f"the {what} is empty")
@@ -46,6 +50,9 @@ def clean_sequence(text: str, what: str = "sequence", ambiguous: bool = True) ->
             f"the {what} looks like FASTA (it starts with '{stripped[0]}'): "
             "give the bases only, or pass the file as FASTA"
         )
+    lines = [line for line in stripped.splitlines() if line.strip()]
+    if all(_NUMBERED_LINE.match(line) for line in lines):
+        stripped = _LINE_NUMBER.sub("", stripped)
     seq = _WHITESPACE.sub("", stripped).upper()
     alphabet = IUPAC if ambiguous else "ACGT"
     for position, char in enumerate(seq, start=1):
@@ -61,11 +68,13 @@ def clean_sequence(text: str, what: str = "sequence", ambiguous: bool = True) ->
                 f"the {what} has the ambiguity code '{char}' at position {position}, "
                 "where only A, C, G or T is allowed"
             )
-        shown = char if char.isprintable() else repr(char)
+        shown = f"'{char}'" if char.isprintable() else f"the invisible character U+{ord(char):04X}"
         allowed = _ALLOWED_TEXT if ambiguous else "A, C, G and T"
+        hint = ("; numbered GenBank-style lines are read when every line starts with its number"
+                if char.isdigit() else "")
         raise InputError(
-            f"the {what} has '{shown}' at position {position}, which is not a DNA base "
-            f"(allowed: {allowed})"
+            f"the {what} has {shown} at position {position}, which is not a DNA base "
+            f"(allowed: {allowed}){hint}"
         )
     return seq
 
@@ -100,13 +109,20 @@ class FastaRecord:
     sequence: str
 
 
-def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA") -> FastaRecord:
-    """Read one record from a FASTA file path or FASTA text.
+def is_record_text(text: str) -> bool:
+    """Whether pasted text is a FASTA or GenBank record rather than bare bases."""
+    return text.lstrip().startswith((">", "LOCUS"))
+
+
+def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA",
+               choose: str = "choose one by its id") -> FastaRecord:
+    """Read one record from a FASTA or GenBank file path, or from FASTA or GenBank text.
 
     With several records, `record` picks one by id; without it the error lists
-    the ids, because silently taking the first would score the wrong sequence.
+    the ids and says how to `choose`, because silently taking the first would
+    score the wrong sequence.
     """
-    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith(">")):
+    if isinstance(source, Path) or not is_record_text(source):
         path = Path(source)
         try:
             text = path.read_text(errors="replace")
@@ -114,27 +130,27 @@ def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA
             raise InputError(f"cannot read the {what} file '{path}': {exc.strerror}") from None
     else:
         text = source
-    if not text.lstrip().startswith(">"):
-        raise InputError(f"the {what} input is not FASTA: it must start with a '>' header line")
+    if not is_record_text(text):
+        raise InputError(f"the {what} input is not FASTA: it must start with a '>' header line "
+                         "(or LOCUS, for GenBank)")
+    fmt, name = ("genbank", "GenBank") if text.lstrip().startswith("LOCUS") else ("fasta", "FASTA")
     try:
-        records = list(SeqIO.parse(io.StringIO(text.lstrip().replace("\r", "")), "fasta"))
+        records = list(SeqIO.parse(io.StringIO(text.lstrip().replace("\r", "")), fmt))
     except ValueError as exc:  # Biopython's own reasons, e.g. comment lines before the first header
-        raise InputError(f"the {what} input cannot be read as FASTA: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"the {what} input cannot be read as {name}: {str(exc).splitlines()[0]}") from None
     if not records:
         raise InputError(f"the {what} input holds no records")
     if record is not None:
         chosen = [r for r in records if r.id == record]
         if not chosen:
             ids = ", ".join(r.id for r in records[:10])
-            raise InputError(f"no FASTA record has the id '{record}' (ids: {ids})")
+            raise InputError(f"no record has the id '{record}' (ids: {ids})")
         picked = chosen[0]
     elif len(records) > 1:
         ids = ", ".join(r.id for r in records[:10])
         more = f" and {len(records) - 10} more" if len(records) > 10 else ""
-        raise InputError(
-            f"the {what} input holds {len(records)} records ({ids}{more}); choose one by its id"
-        )
+        raise InputError(f"the {what} input holds {len(records)} records ({ids}{more}); {choose}")
     else:
         picked = records[0]
-    sequence = clean_sequence(str(picked.seq), what=f"sequence of FASTA record '{picked.id}'")
+    sequence = clean_sequence(str(picked.seq), what=f"sequence of record '{picked.id}'")
     return FastaRecord(id=picked.id, description=picked.description, sequence=sequence)

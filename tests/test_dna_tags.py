@@ -37,7 +37,7 @@ def test_fasta_records(tmp_path):
         read_fasta(path)
     assert read_fasta(path, "b").sequence == "TTTT"
     assert read_fasta(str(path), "a").sequence == "ACGTACGT"
-    with pytest.raises(InputError, match="no FASTA record has the id 'c'"):
+    with pytest.raises(InputError, match="no record has the id 'c'"):
         read_fasta(path, "c")
     assert read_fasta(">only\nacgt\n").sequence == "ACGT"
     (tmp_path / "plain.txt").write_text("ACGT\n")

@@ -1,0 +1,170 @@
+"""A fixed list of nasty inputs, through the same service the web handlers call: each is
+read correctly or refused with a message that names the problem, and the service keeps serving."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+from Bio import SeqIO
+from Bio.Seq import Seq
+from Bio.SeqRecord import SeqRecord
+
+from carbon_app.errors import CarbonError, InputError
+from carbon_app.models import ModelManager
+from carbon_app.ui.service import AppConfig, Service
+
+BASES = "ATGGTGCACCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    return Service(ModelManager(device="cpu"), AppConfig(models=["carbon-demo"],
+                                                         output_dir=tmp_path_factory.mktemp("out")))
+
+
+def _genbank(records: list[tuple[str, str]]) -> str:
+    handle = io.StringIO()
+    SeqIO.write([SeqRecord(Seq(seq), id=name, name=name, annotations={"molecule_type": "DNA"})
+                 for name, seq in records], handle, "genbank")
+    return handle.getvalue()
+
+
+def _numbered(seq: str) -> str:
+    """Lines as GenBank's ORIGIN block shows them: position, then blocks of 10 lower-case bases."""
+    lines = []
+    for start in range(0, len(seq), 60):
+        chunk = seq[start : start + 60].lower()
+        lines.append(f"{start + 1:>9} " + " ".join(chunk[i : i + 10] for i in range(0, len(chunk), 10)))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (">hbb\r\n" + BASES[:60] + "\r\n" + BASES[60:] + "\r\n", BASES),  # Windows line endings
+    (BASES.lower(), BASES),
+    ("  " + BASES[:30] + "\n" + BASES[30:] + "  \n", BASES),
+    (_numbered(BASES), BASES),  # copied from a GenBank page
+    (_genbank([("HBB1", BASES)]), BASES),  # a whole GenBank record
+    (BASES[:40] + "\u00a0" + BASES[40:], BASES),  # a non-breaking space from a web page
+    ("A" * 1_000_000, "A" * 1_000_000),  # a megabyte paste under the limit
+])
+def test_sequences_pasted_in_common_shapes_are_read(service, text, expected):
+    assert service.sequence(text, None, "reference sequence") == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    (">a\nACGT\n>b\nGGCC\n", r"holds 2 records \(a, b\); paste or upload only the record you want"),
+    (_genbank([("ONE", "ACGT"), ("TWO", "GGCC")]), r"holds 2 records \(ONE, TWO\); paste or upload only"),
+    ("ACGUACGU", "U at position 4: it looks like RNA"),
+    ("ACGT5ACGT", "'5' at position 5, which is not a DNA base .*numbered GenBank-style lines"),
+    ("        1 acgtacgtac\nACGT 12", "'1' at position 1"),  # numbers on some lines only: not guessed
+    ("", "reference sequence is empty"),
+    ("   \n\t ", "reference sequence is empty"),
+    (">only a header\n", "record 'only' is empty"),
+    ("ACGT✓", "'✓' at position 5"),
+    ("AC\u200bGT", "the invisible character U[+]200B at position 3"),
+    ("A" * 2_000_001, "2,000,001 characters; the limit is 2,000,000"),
+    (";comment\nACGT", "looks like FASTA"),
+])
+def test_bad_sequences_are_refused_by_name(service, text, message):
+    with pytest.raises(InputError, match=message):
+        service.sequence(text, None, "reference sequence")
+
+
+def _design(service, prompt="ATGGTGCAC", n_bases=30, **options):
+    *_, (final, _) = service.design_stream("carbon-demo", prompt, n_bases, False, **options)
+    return final
+
+
+@pytest.mark.parametrize("prompt, n_bases, options, message", [
+    ("ACGTACN", 12, {}, "'N' at position 7, among its last 1 bases"),
+    ("ACGTACGU", 12, {}, "looks like RNA"),
+    ("ACGTAC", 10, {"mask": "NNN"}, "the mask has 3 positions but 10 bases"),
+    ("ACGTAC", 3, {"mask": "NZN"}, "'Z' at position 2"),
+    ("ACGTAC", 0, {}, "at least 1, not 0"),
+    ("ACGTAC", 2000, {}, "2,000 bases do not fit: the model's context is 256 tokens"),
+    ("ACGTAC", 12, {"temperature": -0.1}, "temperature must be between 0 and 10"),
+    ("ACGTAC", 12, {"temperature": 11}, "temperature must be between 0 and 10"),
+    ("ACGTAC", 12, {"temperature": math.nan}, "temperature must be between 0 and 10"),
+    ("ACGTAC", 12, {"top_p": 0.0}, r"top-p must be in \(0, 1\]"),
+    ("ACGTAC", 12, {"top_p": 1.5}, r"top-p must be in \(0, 1\]"),
+    ("ACGTAC", 12, {"top_k": -1}, "top-k must be 0 .off. or a positive number"),
+    ("ACGTAC", 12, {"seed": -1}, "the seed must be a whole number from 0 to"),
+    ("ACGTAC", 12, {"seed": 2**63}, "the seed must be a whole number from 0 to"),
+    ("ACGTAC", 12, {"samples": 0}, "number of samples must be between 1 and 64"),
+    ("ACGTAC", 12, {"samples": 65}, "number of samples must be between 1 and 64"),
+    ("ACGTAC", 12, {"mode": "codon"}, "mode must be 'bp' .* or 'token'"),
+    ("ACGTAC", 12, {"species": "martian"}, "martian"),
+])
+def test_bad_design_requests_are_refused_by_name(service, prompt, n_bases, options, message):
+    with pytest.raises(InputError, match=message):
+        _design(service, prompt, n_bases, **options)
+    assert service.running == 0
+
+
+def test_iupac_codes_in_whole_prompt_kmers_are_read_as_unknown_tokens(service):
+    out = _design(service, "NNNNNNACGTAC", 13, seed=1)
+    assert "<oov>" in out.prompt_text or out.prompt_ids.count(out.prompt_ids[-2]) >= 1
+    assert len(out.sequences[0]) == 13
+
+
+@pytest.mark.parametrize("variant, message", [
+    ("", "give a variant as POS:REF>ALT"),
+    ("12", "'12' is not of the form POS:REF>ALT"),
+    ("A>G", "not of the form POS:REF>ALT"),
+    ("12:A>", "not of the form POS:REF>ALT"),
+    ("0:A>G", "positions start at 1, not 0"),
+    ("-3:A>G", "not of the form"),
+    ("12:A>A", "changes nothing"),
+    ("12:X>G", "the reference allele is 'X'; alleles are A, C, G and T only"),
+    ("12:A>G 13:C>T", "holds several variants; score one at a time"),
+    ("c.12A>G", "not of the form POS:REF>ALT"),
+    ("12:T>G", "the reference has 'G' at position 12, not 'T' as variant 12:T>G says"),
+    ("400:A>G", "beyond the 93-base sequence"),
+    ("99999999999999999999:A>G", "beyond the 93-base sequence"),
+])
+def test_bad_variants_are_refused_by_name(service, variant, message):
+    with pytest.raises(InputError, match=message):
+        service.score("carbon-demo", BASES, variant, None, window=90)
+
+
+def test_variant_and_alternate_together_or_neither_are_refused(service):
+    with pytest.raises(InputError, match="not both"):
+        service.score("carbon-demo", BASES, "12:A>G", BASES, window=90)
+    with pytest.raises(InputError, match="give a variant as POS:REF>ALT"):
+        service.score("carbon-demo", BASES, "  ", "", window=90)
+
+
+def test_a_reference_longer_than_the_context_is_scored_in_a_window_that_the_result_names(service):
+    scored = service.score("carbon-demo", "ACGT" * 1000, "2000:T>A", None, window=4000)
+    assert scored.window_end - scored.window_start + 1 <= 1536
+    assert scored.window_start <= 2000 <= scored.window_end
+
+
+@pytest.mark.parametrize("start, end, message", [
+    (50, 40, "start <= end"),
+    (0, 10, "must lie within the 93-base sequence"),
+    (10, 94, "must lie within the 93-base sequence"),
+])
+def test_bad_scan_regions_are_refused_by_name(service, start, end, message):
+    with pytest.raises(InputError, match=message):
+        service.scan("carbon-demo", BASES, start, end, window=90)
+
+
+@pytest.mark.parametrize("value, message", [
+    (None, "number of bases is empty"),
+    ("", "number of bases is empty"),
+    (2.5, "must be a whole number, not 2.5"),
+    (-4, "between 1 and"),
+])
+def test_bad_numbers_from_widgets_are_refused_by_name(value, message):
+    with pytest.raises(InputError, match=message):
+        Service.whole_number(value, "number of bases", 1, 100_000)
+
+
+def test_after_all_that_the_service_still_answers(service):
+    assert service.running == 0
+    assert len(_design(service, seed=4).sequences[0]) == 30
+    with pytest.raises(CarbonError):
+        service.model("/etc/passwd")
