@@ -13,11 +13,14 @@ repeats, so drift in machine load hits every contender alike.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
+import random
 import statistics
 import time
 
+import numpy as np
 import torch
 
 from .generate import generate
@@ -51,6 +54,8 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str) 
                                   SamplingParams(mode="token", temperature=0), ids.shape[1])
     contenders = {
         "ours, token mode": lambda: generate(bundle, prompt, n_bases, mode="token", temperature=0, seed=0),
+        "ours, token mode, 1 token (prefill)": lambda: generate(bundle, prompt, 6, mode="token", temperature=0,
+                                                                  seed=0),
         "ours, bp mode (FNS)": lambda: generate(bundle, prompt, n_bases, mode="bp", temperature=0, seed=0),
         "ours, bp mode, sampling T=0.9": lambda: generate(bundle, prompt, n_bases, mode="bp", temperature=0.9,
                                                           seed=0),
@@ -80,6 +85,41 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str) 
     print(f"ratio stock generate / ours (token): {median['stock generate'] / median['ours, token mode']:.2f}x"
           "  (goal >= 1.25x)")
     print(f"ratio stock generate / ours (bp):    {median['stock generate'] / median['ours, bp mode (FNS)']:.2f}x")
+    step = (median["ours, token mode"] - median["ours, token mode, 1 token (prefill)"]) / (tokens - 1)
+    bandwidth_report(bundle, step, ids.shape[1] + tokens // 2)
+
+
+#: Nominal memory bandwidth (GB/s) of GPUs the app is run on, for the report beside the measured copy speed.
+NOMINAL_GB_S = {"A10": 600, "A100-SXM4-80GB": 2039, "A100-SXM4-40GB": 1555, "A100-PCIE-40GB": 1555,
+                "A100 80GB PCIe": 1935, "H100 80GB HBM3": 3350, "H100 PCIe": 2000, "H200": 4800, "L4": 300,
+                "L40S": 864, "T4": 320}
+
+
+def copy_bandwidth(device: str, n_bytes: int = 2**30) -> float:
+    """Measured device memory bandwidth (GB/s, read + write) of a large tensor copy: the practical peak."""
+    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    best = min(_timed(lambda: dst.copy_(src))[0] for _ in range(6))
+    return 2 * n_bytes / best / 1e9
+
+
+def bandwidth_report(bundle, step_seconds: float, mean_context: int) -> None:
+    """Bytes a batch-1 decode step must read (decoder weights, k-mer head, KV cache) over its time."""
+    model = bundle.model.model
+    embed = model.embed_tokens.weight
+    weights = sum(p.numel() * p.element_size() for p in model.parameters()) - embed.numel() * embed.element_size()
+    weights += bundle.dna_head.numel() * bundle.dna_head.element_size()
+    kv = bundle.working_bytes(mean_context, 0, 0)
+    achieved = (weights + kv) / step_seconds / 1e9
+    device = str(bundle.device)
+    peak = copy_bandwidth(device)
+    line = (f"decode step {1000 * step_seconds:.1f} ms reads {(weights + kv) / 1e9:.2f} GB: {achieved:.0f} GB/s, "
+            f"{100 * achieved / peak:.0f}% of the measured copy bandwidth ({peak:.0f} GB/s)")
+    if bundle.device.type == "cuda":
+        name = torch.cuda.get_device_name(bundle.device)
+        nominal = next((v for k, v in NOMINAL_GB_S.items() if k in name), None)
+        line += f", {100 * achieved / nominal:.0f}% of {name}'s nominal {nominal} GB/s" if nominal else f" ({name})"
+    print(line + "  (goal on a GPU: >= 60%)")
 
 
 def scan_suite(repeats: int) -> None:
@@ -149,9 +189,65 @@ def speculative_suite(repeats: int) -> None:
             accepted = 100 * stats["acceptance_rate"]
             print(f"{mode:6s} {temperature:11.1f} {a:8.3f} {d:9.3f} {a / d:7.2f}x {accepted:7.0f}% "
                   f"{same:>11s}  {stats['fallback_reason'] or '-'}")
-    print("(sampling draws other random numbers with a draft, so its outputs differ while the distribution is the "
-          "target's: tests/test_speculative.py checks base frequencies)")
+    print("(sampling draws other random numbers with a draft, so its outputs differ; the distribution check "
+          "below compares base frequencies)")
+    greedy_identity_check(target, draft)
+    sampling_distribution_check(target, draft)
     useless_draft_suite(repeats)
+
+
+def greedy_identity_check(target, draft, cases: int = 100) -> None:
+    """Seeded greedy generations with IUPAC masks, odd base counts, prompts of any length and
+    1-3 samples, both modes: the drafted output must equal the target's own, token for token."""
+    rng = random.Random(2026)
+    same, drafted_rounds = 0, 0
+    for case in range(cases):
+        n = rng.randrange(1, 121, 2)  # odd
+        prompt = "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 40)))
+        mask = "".join(rng.choice("ACGTNNNNNNRYSWKM") for _ in range(n))
+        options = dict(mask=mask, temperature=0, mode=("bp", "token")[case % 2], samples=rng.randint(1, 3))
+        alone = generate(target, prompt, n, **options)
+        drafted = generate(target, prompt, n, draft=draft, draft_always=True, **options)
+        same += drafted.sequences == alone.sequences
+        drafted_rounds += drafted.speculative["rounds"]
+    print(f"\n== greedy identity: {same}/{cases} seeded generations with masks and odd base counts identical with "
+          f"and without the draft ({drafted_rounds} drafted rounds in all, no fall-back)")
+
+
+def _chi2_sf_3(x: float) -> float:
+    """Survival function of the chi-squared distribution with 3 degrees of freedom."""
+    return math.erfc(math.sqrt(x / 2)) + math.sqrt(2 * x / math.pi) * math.exp(-x / 2)
+
+
+def sampling_distribution_check(target, draft, batches: int = 32, samples: int = 64) -> None:
+    """Base frequencies at fixed positions, with and without the draft, in one homogeneity test.
+
+    The mask fixes the first two tokens (the speed calibration), so bases 13-24 (tokens 3 and
+    4) come from drafted rounds; each position gets a chi-squared test of the two 4-base
+    count vectors, read with a Bonferroni correction.
+    """
+    fixed, n = "GATTACAGATTA", 30
+    positions = range(12, 24)
+    counts = {name: np.zeros((len(positions), 4)) for name in ("alone", "drafted")}
+    for seed in range(batches):
+        for name, extra in (("alone", {}), ("drafted", {"draft": draft, "draft_always": True})):
+            out = generate(target, "ATGGCTTCAGATCTCGAA", n, mask=fixed + "N" * (n - len(fixed)), temperature=1.0,
+                           seed=seed, samples=samples, **extra)
+            for seq in out.sequences:
+                for row, pos in enumerate(positions):
+                    counts[name][row, "ACGT".index(seq[pos])] += 1
+    p_values = []
+    for a, d in zip(counts["alone"], counts["drafted"], strict=True):
+        table = np.stack([a, d])
+        expected = table.sum(1, keepdims=True) * table.sum(0, keepdims=True) / table.sum()
+        used = expected.sum(0) > 0
+        chi2 = float((((table - expected) ** 2)[:, used] / expected[:, used]).sum())
+        p_values.append(_chi2_sf_3(chi2))
+    level = 0.01 / len(p_values)
+    verdict = "same distribution" if min(p_values) > level else "DIFFERENT"
+    print(f"== sampling distribution: {batches * samples} samples each, bases {positions.start + 1}-{positions.stop} "
+          f"(T=1, bp mode): smallest p = {min(p_values):.3f} over {len(p_values)} chi-squared tests "
+          f"(Bonferroni level {level:.1e}): {verdict}")
 
 
 def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
@@ -208,6 +304,31 @@ def main(argv: list[str] | None = None) -> None:
     for prompt_bases in (int(x) for x in args.prompt_bases.split(",")):
         run_task(bundle, prompt_bases, args.tokens, args.repeats, args.device)
     scoring_throughput(bundle, args.repeats)
+    del bundle
+    memory_report(args.device)
+
+
+def memory_report(device: str, target_shape: str = "3B", draft_shape: str = "500M", context: int = 8192) -> None:
+    """3B + 500M together in bf16 (fp32 k-mer heads): measured peak on a GPU, computed from the shapes elsewhere."""
+    gib = 2**30
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        target = random_bundle(target_shape, dtype=torch.bfloat16, device=device)
+        draft = random_bundle(draft_shape, seed=1, dtype=torch.bfloat16, device=device)
+        prompt = "ACGTTGCA" * ((context - 300) * 6 // 8)
+        generate(target, prompt, 1200, temperature=0.9, seed=0, draft=draft, draft_always=True)
+        peak = torch.cuda.max_memory_allocated() / gib
+        print(f"\n== memory: Carbon-{target_shape} + Carbon-{draft_shape} shapes, bf16, drafted generation at "
+              f"{context:,} tokens of context: peak {peak:.2f} GiB allocated (measured; an A10 has 24 GiB, "
+              f"about 22 GiB usable)")
+        return
+    target = random_bundle(target_shape, dtype=torch.bfloat16, device="meta")
+    draft = random_bundle(draft_shape, dtype=torch.bfloat16, device="meta")
+    weights = (target.n_bytes + draft.n_bytes) / gib
+    working = (target.working_bytes(context, context, 2048) + draft.working_bytes(context, context, 2048)) / gib
+    print(f"\n== memory: Carbon-{target_shape} + Carbon-{draft_shape} shapes, bf16 with fp32 k-mer heads: weights "
+          f"{weights:.2f} GiB, plus {working:.2f} GiB working memory for one {context:,}-token request = "
+          f"{weights + working:.2f} GiB (computed from the shapes, no GPU here; an A10 has 24 GiB)")
 
 
 def scoring_throughput(bundle, repeats: int, n_bases: int = 3000) -> None:

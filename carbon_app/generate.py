@@ -28,7 +28,7 @@ from .errors import InputError
 from .marginals import log_marginals
 from .models import ModelBundle
 from .sampling import SamplingParams, StepMasks, choose, step_logprobs
-from .speculative import SpeculativeStats, speculative_decode_kmers
+from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
 from .tokens import DNA_OPEN
 
 MAX_SAMPLES = 64
@@ -219,6 +219,7 @@ def generate_stream(
     seed: int | None = None,
     samples: int = 1,
     draft: ModelBundle | None = None,
+    draft_always: bool = False,
     stream_every: int = 0,
 ) -> Iterator[GenerationResult]:
     """Like `generate`, yielding partial results (done=False) every `stream_every`
@@ -226,6 +227,9 @@ def generate_stream(
     params = SamplingParams(mode=mode, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
     seed = _check_run_settings(samples, seed)
     plan = plan_generation(bundle, prompt, n_bases, mask, species, region)
+    total_tokens = len(plan.prompt_ids) + plan.n_tokens
+    bundle.check_memory(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),
+                        f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")
     if draft is not None:
         check_draft(bundle, draft)
     generator = torch.Generator(device=bundle.device).manual_seed(seed)
@@ -267,7 +271,8 @@ def generate_stream(
         stats, steps = None, decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, generator)
     else:
         stats = SpeculativeStats(draft_model=draft.name)
-        steps = speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, generator, stats)
+        steps = speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, generator, stats,
+                                         always=draft_always)
     for kmer, logprobs in steps:
         kmers.append(kmer)
         # confidence of each chosen base under the marginals it was drawn from
@@ -288,7 +293,8 @@ def generate(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, 
     joint 6-mer), temperature (0 = greedy; default 0.9, since long designs at
     T <= 0.5 fall into repeats), top_k, top_p, seed (same seed, same output),
     samples, draft (a paired draft model for speculative decoding: greedy output
-    is the target's own, sampling keeps the target's distribution). Returns the
+    is the target's own, sampling keeps the target's distribution; the target
+    finishes alone where the draft does not pay, unless draft_always). Returns the
     new bases only, with the exact prompt text and ids.
     """
     *_, final = generate_stream(bundle, prompt, n_bases, **options)

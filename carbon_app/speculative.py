@@ -92,9 +92,11 @@ def speculative_decode_kmers(
     generator: torch.Generator | None,
     stats: SpeculativeStats,
     draft_length: int = 4,
+    always: bool = False,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Same contract as `generate.decode_kmers`: yields (k-mer indices [samples],
-    target log-probs [samples, 4^k]) per generated token, in order."""
+    target log-probs [samples, 4^k]) per generated token, in order. `always`
+    keeps drafting where it would not pay (for checks of exactness)."""
     device, kmer_start = target.device, target.tokenizer.kmer_start_id
     n_steps = allowed.shape[0]
     masks = StepMasks(allowed)
@@ -135,10 +137,10 @@ def speculative_decode_kmers(
     if plain_times:
         stats.plain_ms_per_token = 1000 * min(plain_times)
     spec_seconds, spec_tokens = 0.0, 0
-    if n_steps - done < MIN_SPECULATIVE_TOKENS:
+    if n_steps - done < MIN_SPECULATIVE_TOKENS and not always:
         stats.fallback_reason = (f"{n_steps} tokens are too few for drafting to pay off: the target ran alone")
     while done < n_steps:
-        if (stats.fallback_reason is None and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK
+        if (not always and stats.fallback_reason is None and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK
                 and stats.speculative_ms_per_token > stats.plain_ms_per_token / FALLBACK_MARGIN):
             stats.fallback_reason = (
                 f"the draft did not pay ({stats.speculative_ms_per_token:.1f} ms per token with it, "

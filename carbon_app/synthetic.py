@@ -37,8 +37,9 @@ CARBON_VOCAB_SIZE = 155_776
 
 
 def random_model(shape: str, vocab_size: int, seed: int = 0, dtype: torch.dtype = torch.float32,
-                 max_position_embeddings: int | None = None):
-    """A LlamaForCausalLM with random weights in one of `SHAPES`."""
+                 max_position_embeddings: int | None = None, device: str = "cpu"):
+    """A LlamaForCausalLM with random weights in one of `SHAPES`, built on `device`
+    ("meta": shapes only, for memory arithmetic)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     settings = dict(SHAPES[shape])
@@ -49,9 +50,16 @@ def random_model(shape: str, vocab_size: int, seed: int = 0, dtype: torch.dtype 
                          pad_token_id=None, **settings)
     config.architectures = ["LlamaForCausalLM"]
     torch.manual_seed(seed)
-    with torch.device("cpu"):
-        model = LlamaForCausalLM(config).to(dtype)
-    return model.eval()
+    if device == "cpu":  # initialised in fp32 whatever the dtype, so CPU tests see the same weights
+        with torch.device("cpu"):
+            return LlamaForCausalLM(config).to(dtype).eval()
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # large shapes are built directly in their dtype on their device
+    try:
+        with torch.device(device):
+            return LlamaForCausalLM(config).eval()
+    finally:
+        torch.set_default_dtype(default)
 
 
 def write_model_dir(
@@ -92,6 +100,6 @@ def write_model_dir(
 def random_bundle(shape: str = "500M", text_tokenizer=None, seed: int = 0,
                   dtype: torch.dtype = torch.float32, device: str = "cpu") -> ModelBundle:
     """An in-memory Carbon-layout bundle (no files written), for benchmarks."""
-    model = random_model(shape, CARBON_VOCAB_SIZE, seed, dtype).to(device)
+    model = random_model(shape, CARBON_VOCAB_SIZE, seed, dtype, device=device)
     tokenizer = CarbonTokenizer(CARBON_DNA_CONFIG, text_tokenizer)
     return make_bundle(f"random-{shape}", Path("."), model, tokenizer, SCHEMES["pipeline"])
