@@ -3,7 +3,10 @@
 #   docker run --gpus all -p 7860:7860 -v carbon-cache:/data/hf -e CARBON_MODEL=HuggingFaceBio/Carbon-3B carbon-studio
 FROM python:3.11-slim
 
+# MALLOC_ARENA_MAX: the server's worker threads otherwise each keep a malloc arena; with 2 the
+# resident memory of a long mixed load levels off about 150 MB lower (measured with carbon_app.soak).
 ENV PYTHONUNBUFFERED=1 \
+    MALLOC_ARENA_MAX=2 \
     HF_HOME=/data/hf \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860

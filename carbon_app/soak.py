@@ -5,8 +5,10 @@
 Starts `app.py` on a free loopback port (or uses --url), sends generate /
 score / scan requests with fixed seeds from each client until the time or the
 request budget runs out, and prints requests served, errors, p50/p95 latency
-and the server's resident memory at the start and the end. Traffic goes to
-127.0.0.1 only.
+and the server's resident memory over the run. The memory check passes when
+the median of the last quarter of the run is less than --max-growth-mb above
+the median of the second quarter (the first quarter holds the one-off costs:
+model loads, allocator pools, first-use caches). Traffic goes to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rss_mb(pid: int) -> float | None:
+def rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -51,7 +53,8 @@ def _requests(sequence: str, variant: str, i: int) -> tuple[str, tuple]:
     return "/scan", ("carbon-demo", "none", "none", sequence, None, 1190, 1219, 600, "marginal")
 
 
-def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: int | None) -> dict:
+def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: int | None,
+         max_growth_mb: float = 50.0) -> dict:
     from gradio_client import Client
 
     from .dna import read_fasta
@@ -64,7 +67,17 @@ def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: 
     lock = threading.Lock()
     counter = iter(range(max_requests))
     deadline = time.time() + seconds
-    rss_start = _rss_mb(server_pid) if server_pid else None
+    rss_samples: list[tuple[float, float]] = []  # (seconds since start, MB)
+    began_run = time.time()
+    finished = threading.Event()
+
+    def sample_memory() -> None:
+        while server_pid:
+            rss = rss_mb(server_pid)
+            if rss is not None:
+                rss_samples.append((time.time() - began_run, rss))
+            if finished.wait(max(1.0, seconds / 40)):
+                return
 
     def worker() -> None:
         client = Client(url, verbose=False)
@@ -83,18 +96,36 @@ def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: 
                 with lock:
                     errors.append(f"{api}: {type(exc).__name__}: {str(exc)[:120]}")
 
+    sampler = threading.Thread(target=sample_memory)
+    sampler.start()
     threads = [threading.Thread(target=worker) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    finished.set()
+    sampler.join()
+    if server_pid and (rss := rss_mb(server_pid)) is not None:
+        rss_samples.append((time.time() - began_run, rss))
     ordered = sorted(latencies)
+    elapsed = time.time() - began_run
+    # RSS swings by tens of MB with the request mix, so quarters are compared by their medians
+    quarters = [[mb for t, mb in rss_samples if q * elapsed / 4 <= t < (q + 1) * elapsed / 4] for q in range(4)]
+    growth = (statistics.median(quarters[3]) - statistics.median(quarters[1])
+              if quarters[1] and quarters[3] else None)
     return {
         "seconds": seconds, "clients": clients, "served": len(latencies), "errors": len(errors),
         "error_examples": errors[:5],
         "p50_s": statistics.median(ordered) if ordered else None,
         "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else None,
-        "server_rss_mb_start": rss_start, "server_rss_mb_end": _rss_mb(server_pid) if server_pid else None,
+        "server_rss_mb_start": rss_samples[0][1] if rss_samples else None,
+        "server_rss_mb_second_quarter_median": statistics.median(quarters[1]) if quarters[1] else None,
+        "server_rss_mb_last_quarter_median": statistics.median(quarters[3]) if quarters[3] else None,
+        "server_rss_mb_peak": max((mb for _, mb in rss_samples), default=None),
+        "server_rss_mb_end": rss_samples[-1][1] if rss_samples else None,
+        "server_rss_mb_timeline": [[round(t), round(mb)] for t, mb in rss_samples],
+        "second_half_growth_mb": growth,  # last-quarter median minus second-quarter median
+        "memory_bounded": None if growth is None else growth < max_growth_mb,
     }
 
 
@@ -104,6 +135,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--max-requests", type=int, default=100_000)
+    parser.add_argument("--max-growth-mb", type=float, default=50.0,
+                        help="allowed server memory growth over the second half of the run")
     parser.add_argument("--url", help="an app already running on this machine (default: start one)")
     args = parser.parse_args(argv)
     process = None
@@ -123,7 +156,8 @@ def main(argv: list[str] | None = None) -> dict:
                 time.sleep(0.5)
         time.sleep(2)
     try:
-        report = soak(url, args.seconds, args.clients, args.max_requests, process.pid if process else None)
+        report = soak(url, args.seconds, args.clients, args.max_requests, process.pid if process else None,
+                      args.max_growth_mb)
     finally:
         if process:
             process.terminate()

@@ -20,6 +20,7 @@ run come back as data.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -35,6 +36,9 @@ CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
 MIN_ROUNDS_BEFORE_FALLBACK = 2
 FALLBACK_MARGIN = 0.95  # the draft must be at least 5% faster per token than the target alone
 MIN_SPECULATIVE_TOKENS = 10  # below this, rounds are too few to measure or to win back their cost
+PROBE_EVERY = 8  # drafted rounds between plain target steps that re-measure the speed to beat
+PLAIN_SAMPLES = 3  # the speed to beat: the fastest of this many latest plain steps
+RECENT_ROUNDS = 8  # the drafted speed: over this many latest rounds
 
 
 @dataclass
@@ -44,6 +48,7 @@ class SpeculativeStats:
     proposed: int = 0
     accepted: int = 0
     draft_lengths: list[int] = field(default_factory=list)
+    plain_tokens: int = 0  # tokens the target made alone: calibration, speed probes, fall-back
     target_seconds: float = 0.0
     draft_seconds: float = 0.0
     plain_ms_per_token: float | None = None  # the target alone, measured in this run
@@ -124,35 +129,45 @@ def speculative_decode_kmers(
         p = step_logprobs(target.kmer_logits(hidden), params, masks[done])
         return choose(p, params.greedy, generator), p
 
-    plain_times = []
-    for _ in range(min(CALIBRATION_STEPS, n_steps)):
-        began = time.perf_counter()
-        with _timed(t_time, device):
-            token, p = plain_step()
-        yield token, p  # timed with the caller's work per token, as the speculative rounds are
-        plain_times.append(time.perf_counter() - began)
-        done += 1
-        draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
-        pending = token + kmer_start
-    if plain_times:
-        stats.plain_ms_per_token = 1000 * min(plain_times)
+    plain_times: list[float] = []
+
+    def plain_tokens(count: int):
+        """`count` tokens from the target alone, each timed with the caller's work on it, as the
+        drafted rounds are, so the two speeds compare like for like."""
+        nonlocal done, pending, draft_feed
+        for _ in range(count):
+            began = time.perf_counter()
+            with _timed(t_time, device):
+                token, p = plain_step()
+            yield token, p
+            plain_times.append(time.perf_counter() - began)
+            stats.plain_tokens += 1
+            done += 1
+            draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
+            pending = token + kmer_start
+        if plain_times:  # the fastest of the latest few: one slow step (a stall) does not count
+            stats.plain_ms_per_token = 1000 * min(plain_times[-PLAIN_SAMPLES:])
+
+    yield from plain_tokens(min(CALIBRATION_STEPS, n_steps))
     spec_seconds, spec_tokens = 0.0, 0
+    recent: deque[tuple[float, int]] = deque(maxlen=RECENT_ROUNDS)  # (seconds, tokens) of the latest rounds
+    probed_at = 0  # the round after which the target last ran a plain step
     if n_steps - done < MIN_SPECULATIVE_TOKENS and not always:
         stats.fallback_reason = (f"{n_steps} tokens are too few for drafting to pay off: the target ran alone")
     while done < n_steps:
-        if (not always and stats.fallback_reason is None and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK
-                and stats.speculative_ms_per_token > stats.plain_ms_per_token / FALLBACK_MARGIN):
-            stats.fallback_reason = (
-                f"the draft did not pay ({stats.speculative_ms_per_token:.1f} ms per token with it, "
-                f"{stats.plain_ms_per_token:.1f} ms alone, {100 * stats.acceptance_rate:.0f}% accepted): "
-                "the target finished alone")
+        if not always and stats.fallback_reason is None and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK:
+            recent_ms = 1000 * sum(t for t, _ in recent) / sum(n for _, n in recent)
+            if recent_ms > stats.plain_ms_per_token / FALLBACK_MARGIN:
+                stats.fallback_reason = (
+                    f"the draft did not pay ({recent_ms:.1f} ms per token with it over the last {len(recent)} "
+                    f"rounds, {stats.plain_ms_per_token:.1f} ms alone, {100 * stats.acceptance_rate:.0f}% "
+                    "accepted): the target finished alone")
+            elif stats.rounds - probed_at >= PROBE_EVERY:  # keep the speed to beat current as the load moves
+                probed_at = stats.rounds
+                yield from plain_tokens(1)
+                continue
         if stats.fallback_reason is not None:
-            while done < n_steps:
-                with _timed(t_time, device):
-                    token, p = plain_step()
-                yield token, p
-                done += 1
-                pending = token + kmer_start
+            yield from plain_tokens(n_steps - done)
             break
         round_began, done_before = time.perf_counter(), done
         gamma = min(draft_length, n_steps - done)
@@ -209,8 +224,9 @@ def speculative_decode_kmers(
             break
         pending = token + kmer_start
         draft_length = min(MAX_DRAFT, draft_length + 1) if m == gamma else max(MIN_DRAFT, m + 1)
-        spec_seconds += time.perf_counter() - round_began
-        spec_tokens += done - done_before
+        recent.append((time.perf_counter() - round_began, done - done_before))
+        spec_seconds += recent[-1][0]
+        spec_tokens += recent[-1][1]
         stats.speculative_ms_per_token = 1000 * spec_seconds / spec_tokens
     stats.target_seconds += t_time[0]
     stats.draft_seconds += d_time[0]

@@ -16,6 +16,7 @@ from carbon_app.generate import generate
 from carbon_app.models import ModelManager
 from carbon_app.scan import scan_substitutions
 from carbon_app.score import score_variant
+from carbon_app.soak import rss_mb
 from tests.conftest import REPO
 
 HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
@@ -27,30 +28,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def _start_app(out_dir, **env_extra) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "CARBON_MODEL": "",
-           "CARBON_OUTPUT_DIR": str(tmp_path_factory.mktemp("out")), "GRADIO_ANALYTICS_ENABLED": "False",
-           "HF_HUB_OFFLINE": "1"}
+           "CARBON_OUTPUT_DIR": str(out_dir), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **env_extra}
     process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 180
     while time.time() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
+                return process, f"http://127.0.0.1:{port}/"
         except OSError:
             if process.poll() is not None:
                 pytest.fail(f"the app exited: {process.stdout.read()[-2000:]}")
             time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("the app did not start within 180 s")
-    yield url
+    process.kill()
+    pytest.fail("the app did not start within 180 s")
+
+
+@pytest.fixture(scope="module")
+def server_process(tmp_path_factory):
+    process, url = _start_app(tmp_path_factory.mktemp("out"))
+    yield process, url
     process.terminate()
     process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(server_process):
+    return server_process[1]
 
 
 @pytest.fixture(scope="module")
@@ -183,15 +190,21 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
             shutil.copy(png, shot / png.name)
 
 
-def test_eight_clients_at_once_get_the_serial_answers(server, client):
-    """Mixed requests from 8 clients share one GPU queue and get exactly what they get one by one."""
+def _running(client) -> int:
+    return client.predict(api_name="/models")[2]["requests_running"]
+
+
+def test_sixteen_clients_at_once_get_the_serial_answers_and_memory_returns(server_process, client):
+    """Mixed requests from 16 clients share one GPU queue, get exactly what they get one by
+    one, and leave the server with nothing running and no lasting memory growth."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gradio_client import Client
 
+    process, server = server_process
     seq = hbb_sequence()
     requests = []
-    for i in range(8):
+    for i in range(16):
         if i % 3 == 0:
             requests.append(("/generate", ("carbon-demo", "mammal", "none", "ATGGTGCA", None, 60 + i, "", "bp", 0.9, 0,
                                            1.0, i, 2, i % 2 == 0)))
@@ -208,14 +221,61 @@ def test_eight_clients_at_once_get_the_serial_answers(server, client):
             round(result["delta"], 6) if api == "/score_variant" else [round(r[3], 6) for r in result["rows"]])
 
     serial = [key(api, client.predict(*args, api_name=api)) for api, args in requests]
+    baseline = rss_mb(process.pid)
 
     def one(request):
         api, args = request
         return key(api, Client(server, verbose=False).predict(*args, api_name=api))
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=16) as pool:
         concurrent = list(pool.map(one, requests))
     assert concurrent == serial
+    assert _running(client) == 0
+    assert rss_mb(process.pid) - baseline < 150  # MB: no per-request state is kept
+
+
+def test_a_cancelled_stream_releases_its_request_and_the_queue_moves_on(client):
+    job = client.submit("carbon-demo", "none", "none", "ATGGTGCA", None, 1400, "", "bp", 0.9, 0, 1.0, 5, 8, False,
+                        api_name="/generate")
+    deadline = time.time() + 60
+    while time.time() < deadline and not job.outputs():  # the first partial result has arrived
+        time.sleep(0.05)
+    assert job.outputs() and not job.done()
+    job.cancel()
+    deadline = time.time() + 30
+    while time.time() < deadline and _running(client):
+        time.sleep(0.1)
+    assert _running(client) == 0
+    quick = client.predict("carbon-demo", "none", "none", "ATGGTGCA", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
+                           api_name="/generate")[-1]
+    assert quick["done"] and len(quick["sequences"][0]) == 12
+
+
+def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gradio_client import Client
+    from gradio_client.utils import QueueError
+
+    process, url = _start_app(tmp_path, CARBON_QUEUE_SIZE="2")
+    try:
+        def long_design(seed):
+            try:
+                Client(url, verbose=False).predict("carbon-demo", "none", "none", "ATGGTGCA", None, 1400, "", "bp",
+                                                   0.9, 0, 1.0, seed, 8, False, api_name="/generate")
+                return "served"
+            except QueueError as exc:
+                return str(exc)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(long_design, range(8)))
+        busy = [a for a in answers if a != "served"]
+        assert busy and all("Queue is full" in a and "try again" in a for a in busy)
+        assert answers.count("served") >= 3  # one running and two waiting always get through
+        assert Client(url, verbose=False).predict(api_name="/models")[2]["requests_running"] == 0
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def test_soak_script_reports_a_short_run():

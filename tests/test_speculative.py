@@ -84,3 +84,18 @@ def test_a_draft_that_does_not_pay_is_dropped_with_a_reason(compact, other_draft
         assert stats["estimated_speedup"] >= 0.95
     else:
         assert "did not pay" in stats["fallback_reason"] and stats["rounds"] >= 2
+
+
+def test_speed_probes_between_rounds_keep_the_output_exact(compact, other_draft, monkeypatch):
+    """Every few rounds the target makes one token alone to re-measure the speed to beat;
+    those tokens are the target's own, so greedy output stays identical."""
+    from carbon_app import speculative
+
+    monkeypatch.setattr(speculative, "FALLBACK_MARGIN", 1e-6)  # never judged not to pay: probes keep coming
+    monkeypatch.setattr(speculative, "PROBE_EVERY", 2)
+    for mode in ("bp", "token"):
+        alone = generate(compact, "ACGTACGGT", 401, temperature=0, mode=mode, samples=2)
+        drafted = generate(compact, "ACGTACGGT", 401, temperature=0, mode=mode, samples=2, draft=other_draft)
+        stats = drafted.speculative
+        assert drafted.sequences == alone.sequences and stats["fallback_reason"] is None
+        assert stats["plain_tokens"] >= speculative.CALIBRATION_STEPS + stats["rounds"] // 2 - 1
