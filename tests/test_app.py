@@ -284,3 +284,31 @@ def test_soak_script_reports_a_short_run():
     report = soak_main(["--seconds", "8", "--clients", "2", "--max-requests", "12"])
     assert report["served"] > 0 and report["errors"] == 0
     assert report["p50_s"] <= report["p95_s"] and report["server_rss_mb_end"] > 0
+
+
+@pytest.mark.parametrize("path", [
+    "gradio_api/file=/etc/passwd",
+    "gradio_api/file=../../../../etc/passwd",
+    "gradio_api/file=%2Fetc%2Fpasswd",
+    f"gradio_api/file={REPO / 'app.py'}",
+    f"gradio_api/file={REPO / 'assets' / 'models' / 'carbon-demo' / 'config.json'}",
+    "file=/etc/passwd",
+])
+def test_no_file_outside_what_the_app_serves_can_be_read(server, path):
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(server + path, timeout=10) as response:
+            body = response.read()
+        assert b"root:" not in body and b"import" not in body and b"hidden_size" not in body
+    except urllib.error.HTTPError as exc:
+        assert exc.code in (403, 404)
+
+
+def test_the_bundled_example_is_served(server):
+    import urllib.request
+
+    url = f"{server}gradio_api/file={REPO / 'assets' / 'examples' / 'hbb.fa'}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.read().startswith(b">")
