@@ -73,18 +73,24 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str) 
                 seconds, outputs[name] = _timed(fn)
                 times[name].append(seconds)
     median = {name: statistics.median(t) for name, t in times.items()}
-    print(f"{'contender':40s} {'median s':>9s} {'tokens/s':>9s} {'bases/s':>9s}")
+    best = {name: min(t) for name, t in times.items()}
+    print(f"{'contender':40s} {'median s':>9s} {'best s':>8s} {'tokens/s':>9s} {'bases/s':>9s}")
     for name, seconds in median.items():
-        print(f"{name:40s} {seconds:9.3f} {tokens / seconds:9.1f} {n_bases / seconds:9.1f}")
+        made = 1 if "1 token" in name else tokens
+        print(f"{name:40s} {seconds:9.3f} {best[name]:8.3f} {made / seconds:9.1f} {made * 6 / seconds:9.1f}")
 
     ours_token = outputs["ours, token mode"].sequences[0]
     stock_dna = bundle.tokenizer.decode(outputs["stock generate, DNA-only processor"][0, ids.shape[1]:].tolist())
     print(f"same output, ours (token mode) and stock restricted to DNA: {ours_token == stock_dna}")
-    print(f"ratio bp-level / token-level time:   {median['ours, bp mode (FNS)'] / median['ours, token mode']:.3f}"
+    print(f"ratios, from medians and (best of {repeats}); other load on the machine only ever adds time:")
+
+    def ratio(a: str, b: str) -> str:
+        return f"{median[a] / median[b]:.3f} ({best[a] / best[b]:.3f})"
+
+    print(f"  bp-level / token-level time:   {ratio('ours, bp mode (FNS)', 'ours, token mode')}"
           "  (goal <= 1.05; reference implementation ~1.5)")
-    print(f"ratio stock generate / ours (token): {median['stock generate'] / median['ours, token mode']:.2f}x"
-          "  (goal >= 1.25x)")
-    print(f"ratio stock generate / ours (bp):    {median['stock generate'] / median['ours, bp mode (FNS)']:.2f}x")
+    print(f"  stock generate / ours (token): {ratio('stock generate', 'ours, token mode')}  (goal >= 1.3)")
+    print(f"  stock generate / ours (bp):    {ratio('stock generate', 'ours, bp mode (FNS)')}  (goal >= 1.3)")
     step = (median["ours, token mode"] - median["ours, token mode, 1 token (prefill)"]) / (tokens - 1)
     bandwidth_report(bundle, step, ids.shape[1] + tokens // 2)
 

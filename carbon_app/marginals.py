@@ -15,6 +15,8 @@ G=3) with the first base most significant, i.e. row-major over [4]*k.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 
@@ -25,15 +27,28 @@ def _k_of(n_kmers: int) -> int:
     return k
 
 
+@functools.cache
+def _digit_indicator(k: int, device: torch.device) -> torch.Tensor:
+    """[4^k, k*4] float64: entry (v, 4j + b) is 1 when k-mer v has base b at position j."""
+    digits = torch.arange(4**k, device=device).unsqueeze(1) // 4 ** torch.arange(k - 1, -1, -1, device=device) % 4
+    columns = digits + 4 * torch.arange(k, device=device)
+    indicator = torch.zeros(4**k, 4 * k, dtype=torch.float64, device=device)
+    return indicator.scatter_(1, columns, 1.0)
+
+
 def log_marginals(kmer_logprobs: torch.Tensor) -> torch.Tensor:
-    """[..., 4^k] normalised k-mer log-probs -> [..., k, 4] per-base log-marginals."""
+    """[..., 4^k] normalised k-mer log-probs -> [..., k, 4] per-base log-marginals.
+
+    One matrix product of the probabilities with a k-mer/base indicator sums
+    all k positions at once. It runs in float64, after subtracting the row's
+    largest log-prob, so nothing within ~700 nats of the top k-mer underflows
+    (float32 would lose bases ~87 nats down); excluded bases stay exactly -inf.
+    """
     k = _k_of(kmer_logprobs.shape[-1])
-    lead = kmer_logprobs.shape[:-1]
-    grid = kmer_logprobs.reshape(*lead, *([4] * k))
-    first = len(lead)
-    axes = range(first, first + k)
-    per_position = [torch.logsumexp(grid, dim=tuple(a for a in axes if a != axis)) for axis in axes]
-    return torch.stack(per_position, dim=-2)
+    top = kmer_logprobs.detach().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).min)
+    probs = (kmer_logprobs - top).double().exp()
+    sums = probs @ _digit_indicator(k, kmer_logprobs.device)
+    return (sums.log() + top.double()).to(kmer_logprobs.dtype).unflatten(-1, (k, 4))
 
 
 def factorised_logprobs(base_logprobs: torch.Tensor) -> torch.Tensor:

@@ -251,6 +251,30 @@ def test_a_cancelled_stream_releases_its_request_and_the_queue_moves_on(client):
     assert quick["done"] and len(quick["sequences"][0]) == 12
 
 
+def test_a_client_that_disconnects_mid_stream_releases_its_request(server, client):
+    """A client process killed while its design streams (a closed tab, a lost connection)."""
+    script = (
+        "import sys, time\n"
+        "from gradio_client import Client\n"
+        f"job = Client({server!r}, verbose=False).submit('carbon-demo', 'none', 'none', 'ATGGTGCA', None, 1400, '',"
+        " 'bp', 0.9, 0, 1.0, 6, 8, False, api_name='/generate')\n"
+        "while not job.outputs():\n"
+        "    time.sleep(0.05)\n"
+        "print('streaming', flush=True)\n"
+        "time.sleep(600)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "streaming"
+        assert _running(client) == 1
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    deadline = time.time() + 60
+    while time.time() < deadline and _running(client):
+        time.sleep(0.2)
+    assert _running(client) == 0
+
+
 def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
