@@ -87,5 +87,5 @@ def test_a_closed_stream_releases_its_request(tmp_path):
     partial, _ = next(stream)
     assert not partial.done and service.running == 1
     stream.close()
-    assert service.running == 0
+    assert service.running == 0 and service.stopped == 1
     assert _design(service).done  # the next request runs normally

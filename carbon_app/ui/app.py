@@ -192,6 +192,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         manager = service.manager
         return table, pairs or "No models configured.", {
             "configured": models, "loaded": loaded, "requests_running": service.running,
+            "requests_stopped_early": service.stopped,
             "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes()}
 
     def model_card(name):
@@ -339,7 +340,8 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             models_json = gr.JSON(visible=False)
             with gr.Accordion("Model card", open=True):
                 card = gr.Markdown()
-            refresh.click(models_info, None, [loaded_table, pairing, models_json], api_name="models", **GPU)
+            # a status read, answered at once even while a long request holds the GPU
+            refresh.click(models_info, None, [loaded_table, pairing, models_json], api_name="models", queue=False)
             load_button.click(load, card_model, [loaded_table, pairing, models_json], api_name="load_model",
                               **GPU).then(model_card, card_model, card, api_name="model_card")
             unload_button.click(unload, card_model, [loaded_table, pairing, models_json], api_name="unload_model",

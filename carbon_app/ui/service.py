@@ -50,6 +50,7 @@ class Service:
         self.manager = manager
         self.config = config
         self.running = 0  # requests inside the engine now; back to 0 when each ends, fails or is cancelled
+        self.stopped = 0  # streams closed before their end: cancelled, or the client went away
         self._running_lock = threading.Lock()
 
     @contextmanager
@@ -132,8 +133,13 @@ class Service:
             else:
                 note = f"'{target.name}' has no paired draft model, so it ran alone."
         with self._request("this design"):
-            for result in generate_stream(target, prompt, n_bases, draft=draft, **options):
-                yield result, note
+            try:
+                for result in generate_stream(target, prompt, n_bases, draft=draft, **options):
+                    yield result, note
+            except GeneratorExit:
+                with self._running_lock:
+                    self.stopped += 1
+                raise
 
     def design_files(self, result: GenerationResult) -> list[str]:
         fasta = "".join(
