@@ -27,7 +27,7 @@ from .dna import BASE_INDEX, clean_sequence, mask_from_template
 from .errors import InputError
 from .marginals import log_marginals
 from .models import ModelBundle
-from .sampling import SamplingParams, StepMasks, choose, step_logprobs
+from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
 from .tokens import DNA_OPEN
 
@@ -157,7 +157,7 @@ def decode_kmers(
     allowed: torch.Tensor,
     params: SamplingParams,
     samples: int,
-    generator: torch.Generator | None,
+    noise: StepNoise | None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield, per generated token, the chosen k-mer indices [samples] and the
     log-probs [samples, 4^k] they were drawn from.
@@ -175,7 +175,7 @@ def decode_kmers(
     masks = StepMasks(allowed)
     for step in range(len(masks)):
         logprobs = step_logprobs(bundle.kmer_logits(hidden), params, masks[step])
-        kmers = choose(logprobs, params.greedy, generator)
+        kmers = choose(logprobs, noise(step) if noise else None)
         yield kmers, logprobs
         if step + 1 < len(masks):
             next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
@@ -232,7 +232,7 @@ def generate_stream(
                         f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")
     if draft is not None:
         check_draft(bundle, draft)
-    generator = torch.Generator(device=bundle.device).manual_seed(seed)
+    noise = None if params.greedy else StepNoise(seed, samples, bundle.tokenizer.n_kmers, bundle.device)
     allowed = torch.from_numpy(plan.allowed).to(bundle.device)
     k, start = bundle.k, len(plan.fixed_bases)
     kmers, probs, entropy = [], [], []
@@ -268,10 +268,10 @@ def generate_stream(
 
     digit_powers = 4 ** torch.arange(k - 1, -1, -1, device=bundle.device)
     if draft is None:
-        stats, steps = None, decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, generator)
+        stats, steps = None, decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise)
     else:
         stats = SpeculativeStats(draft_model=draft.name)
-        steps = speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, generator, stats,
+        steps = speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, noise, stats,
                                          always=draft_always)
     for kmer, logprobs in steps:
         kmers.append(kmer)

@@ -29,11 +29,15 @@ def _k_of(n_kmers: int) -> int:
 
 @functools.cache
 def _digit_indicator(k: int, device: torch.device) -> torch.Tensor:
-    """[4^k, k*4] float64: entry (v, 4j + b) is 1 when k-mer v has base b at position j."""
-    digits = torch.arange(4**k, device=device).unsqueeze(1) // 4 ** torch.arange(k - 1, -1, -1, device=device) % 4
-    columns = digits + 4 * torch.arange(k, device=device)
-    indicator = torch.zeros(4**k, 4 * k, dtype=torch.float64, device=device)
-    return indicator.scatter_(1, columns, 1.0)
+    """[4^k, k*4] float64: entry (v, 4j + b) is 1 when k-mer v has base b at position j.
+
+    Cached, so built outside inference mode: training (autograd) uses it too.
+    """
+    with torch.inference_mode(False):
+        digits = torch.arange(4**k, device=device).unsqueeze(1) // 4 ** torch.arange(k - 1, -1, -1, device=device) % 4
+        columns = digits + 4 * torch.arange(k, device=device)
+        indicator = torch.zeros(4**k, 4 * k, dtype=torch.float64, device=device)
+        return indicator.scatter_(1, columns, 1.0)
 
 
 def log_marginals(kmer_logprobs: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,7 @@ untempered distribution and ignores top-k/top-p, as `transformers` does.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -101,12 +102,32 @@ def step_logprobs(
     return logprobs
 
 
-def choose(logprobs: torch.Tensor, greedy: bool, generator: torch.Generator | None) -> torch.Tensor:
-    """Pick one k-mer index per row: argmax, or an exact draw (exponential race)."""
-    if greedy:
-        return logprobs.argmax(dim=-1)
-    race = torch.empty_like(logprobs).exponential_(generator=generator)
-    return (logprobs - race.log()).argmax(dim=-1)
+class StepNoise:
+    """The random numbers of each generated token, fixed by the seed and the token's index.
+
+    Token i of row r is drawn as argmax over k-mers of log p - log E, with E ~
+    Exp(1) per k-mer (the exponential race, an exact draw from p). E is keyed
+    on (seed, i), not taken from one running generator, so the draw of token i
+    does not depend on how the tokens before it were made: speculative
+    decoding then reproduces the target's own samples exactly, and a seed gives
+    the same designs with or without a draft, however the run was timed.
+    """
+
+    def __init__(self, seed: int, rows: int, n_kmers: int, device: torch.device):
+        self.seed, self.rows, self.n_kmers, self.device = seed, rows, n_kmers, device
+
+    def __call__(self, step: int) -> torch.Tensor:
+        """[rows, n_kmers] log E for generated token `step`."""
+        key = hashlib.blake2b(f"{self.seed}:{step}".encode(), digest_size=8).digest()
+        generator = torch.Generator(device=self.device).manual_seed(int.from_bytes(key) >> 1)
+        race = torch.empty(self.rows, self.n_kmers, device=self.device).exponential_(generator=generator)
+        return race.log()
+
+
+def choose(logprobs: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+    """Pick one k-mer index per row: argmax (greedy, no noise), or the exact draw
+    argmax(log p - log E) with a token's `StepNoise`."""
+    return (logprobs if noise is None else logprobs - noise).argmax(dim=-1)
 
 
 class DnaLogitsProcessor:

@@ -2,19 +2,23 @@
 
 Both models draw from the same processed distribution (`sampling.step_logprobs`:
 masks, temperature, top-k/top-p and, in bp mode, the factorised base-level
-distribution), so the standard rules keep the output exactly the target's:
+distribution) and, when sampling, with the same random numbers for the same
+token (`sampling.StepNoise`: token i is argmax(log p - log E_i), E_i fixed by
+the seed and i). One rule then serves greedy search and sampling: a proposal
+is accepted while it equals the token the target itself picks at that
+position, and the first disagreement is replaced by the target's pick. Every
+token kept is therefore the one the target alone would have made with the same
+seed: the output is identical with and without the draft, so its distribution
+is the target's, and no timing decision (calibration, fall-back) can change it.
 
-- greedy: a proposal is accepted while it equals the target's argmax; the
-  first disagreement is replaced by the target's argmax;
-- sampling: proposal x is accepted with probability min(1, p(x) / q(x)); on
-  rejection a replacement is drawn from normalise(max(0, p - q)); when every
-  proposal is accepted, one more token is drawn from p.
+(The textbook rule, accepting x with probability min(1, p(x)/q(x)), accepts a
+little more often, but its output depends on which tokens were drafted, so a
+seed would no longer name one design.)
 
-With several samples, each round keeps the number of tokens every row
-accepted (rows that accepted more keep their accepted proposal at that step,
-which is already distributed as p), so the batch stays aligned and exact.
-The draft length adapts to how much is accepted, and the statistics of the
-run come back as data.
+With several samples, each round keeps the tokens every row accepted; at the
+first position some row rejected, every row takes the target's pick (equal to
+the proposal where the row accepted it). The draft length adapts to how much
+is accepted, and the statistics of the run come back as data.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import torch
 from transformers import DynamicCache
 
 from .models import ModelBundle
-from .sampling import SamplingParams, StepMasks, choose, step_logprobs
+from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 
 MIN_DRAFT, MAX_DRAFT = 1, 8
 CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
@@ -94,7 +98,7 @@ def speculative_decode_kmers(
     allowed: torch.Tensor,
     params: SamplingParams,
     samples: int,
-    generator: torch.Generator | None,
+    noise: StepNoise | None,
     stats: SpeculativeStats,
     draft_length: int = 4,
     always: bool = False,
@@ -127,7 +131,7 @@ def speculative_decode_kmers(
         """One token from the target alone (calibration and fall-back)."""
         hidden = target.hidden_states(pending.unsqueeze(1), t_cache)[:, -1]
         p = step_logprobs(target.kmer_logits(hidden), params, masks[done])
-        return choose(p, params.greedy, generator), p
+        return choose(p, noise(done) if noise else None), p
 
     plain_times: list[float] = []
 
@@ -171,28 +175,22 @@ def speculative_decode_kmers(
             break
         round_began, done_before = time.perf_counter(), done
         gamma = min(draft_length, n_steps - done)
-        proposals, draft_logprobs = [], []
+        proposals = []
+        noises = [noise(done + i) if noise else None for i in range(min(gamma + 1, n_steps - done))]
         with _timed(d_time, device):
             feed = draft_feed
             for i in range(gamma):
                 hidden = draft.hidden_states(feed, d_cache)[:, -1]
-                q = step_logprobs(draft.kmer_logits(hidden), params, masks[done + i])
-                x = choose(q, params.greedy, generator)
+                x = choose(step_logprobs(draft.kmer_logits(hidden), params, masks[done + i]), noises[i])
                 proposals.append(x)
-                draft_logprobs.append(q)
                 feed = (x + kmer_start).unsqueeze(1)
         with _timed(t_time, device):  # the target scores pending + all proposals in one pass
             verify = torch.stack([pending, *[x + kmer_start for x in proposals]], dim=1)
             logits = target.kmer_logits(target.hidden_states(verify, t_cache))  # [S, gamma + 1, 4^k]
-            p = [step_logprobs(logits[:, i], params, masks[done + i]) for i in range(min(gamma + 1, n_steps - done))]
+            p = [step_logprobs(logits[:, i], params, masks[done + i]) for i in range(len(noises))]
+        picks = [choose(p[i], noises[i]) for i in range(len(noises))]  # what the target alone makes
         x = torch.stack(proposals, dim=1)  # [S, gamma]
-        if params.greedy:
-            ok = torch.stack([x[:, i] == p[i].argmax(-1) for i in range(gamma)], dim=1)
-        else:
-            u = torch.rand(samples, gamma, device=device, generator=generator)
-            ratio = torch.stack([(p[i].gather(1, x[:, i : i + 1]) - draft_logprobs[i].gather(1, x[:, i : i + 1]))
-                                 .squeeze(1).exp() for i in range(gamma)], dim=1)
-            ok = u < ratio
+        ok = x == torch.stack(picks[:gamma], dim=1)
         accepted_per_row = torch.cumprod(ok.int(), dim=1).sum(dim=1)  # leading accepted proposals per row
         m = int(accepted_per_row.min())
         stats.rounds += 1
@@ -202,13 +200,8 @@ def speculative_decode_kmers(
         for i in range(m):
             yield x[:, i], p[i]
         done += m
-        if m < gamma:  # a row rejected proposal m: it gets the target's replacement, the others their proposal
-            if params.greedy:
-                fix = p[m].argmax(-1)
-            else:
-                residual = (p[m].exp() - draft_logprobs[m].exp()).clamp_min(0)
-                fix = choose(residual.log(), False, generator)
-            token = torch.where(accepted_per_row > m, x[:, m], fix)
+        if m < gamma:  # a row rejected proposal m: every row takes the target's pick there
+            token = picks[m]
             yield token, p[m]
             done += 1
             t_cache.crop(-(gamma - m))  # drop the proposals after the kept ones
@@ -216,7 +209,7 @@ def speculative_decode_kmers(
                 d_cache.crop(-(gamma - 1 - m))
             draft_feed = (token + kmer_start).unsqueeze(1)
         elif done < n_steps:  # all accepted: one more token from the target
-            token = choose(p[gamma], params.greedy, generator)
+            token = picks[gamma]
             yield token, p[gamma]
             done += 1
             draft_feed = torch.stack([x[:, -1], token], dim=1) + kmer_start

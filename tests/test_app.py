@@ -236,17 +236,18 @@ def test_sixteen_clients_at_once_get_the_serial_answers_and_memory_returns(serve
             round(result["delta"], 6) if api == "/score_variant" else [round(r[3], 6) for r in result["rows"]])
 
     serial = [key(api, client.predict(*args, api_name=api)) for api, args in requests]
-    baseline = rss_mb(process.pid)
 
     def one(request):
         api, args = request
         return key(api, Client(server, verbose=False).predict(*args, api_name=api))
 
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        concurrent = list(pool.map(one, requests))
-    assert concurrent == serial
-    assert _idle(client, 10)
-    assert rss_mb(process.pid) - baseline < 150  # MB: no per-request state is kept
+    after = []
+    for _ in range(2):  # the first burst pays one-off costs (threads, allocator pools); the second must not grow
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            assert list(pool.map(one, requests)) == serial
+        assert _idle(client, 10)
+        after.append(rss_mb(process.pid))
+    assert after[1] - after[0] < 60  # MB: no per-request state is kept
 
 
 def test_a_cancelled_stream_releases_its_request_and_the_queue_moves_on(client):

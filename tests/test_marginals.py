@@ -86,3 +86,12 @@ def test_vectorised_over_batch_shapes(batch_shape):
     logp = torch.log_softmax(torch.randn(*batch_shape, 4096), -1)
     assert log_marginals(logp).shape == (*batch_shape, 6, 4)
     assert factorised_logprobs(log_marginals(logp)).shape == (*batch_shape, 4096)
+
+
+def test_marginals_carry_gradients_after_inference_mode_use():
+    """Generation (inference mode) and training (autograd) share the cached base indicator."""
+    with torch.inference_mode():
+        log_marginals(torch.randn(2, 4096).log_softmax(-1))
+    logits = torch.randn(3, 4096, requires_grad=True)
+    log_marginals(logits.log_softmax(-1))[..., 0].sum().backward()
+    assert logits.grad is not None and torch.isfinite(logits.grad).all()

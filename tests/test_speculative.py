@@ -34,6 +34,32 @@ def test_greedy_output_is_identical_with_masks_and_odd_lengths(compact, other_dr
         assert drafted.speculative["proposed"] >= drafted.speculative["accepted"]
 
 
+def test_sampling_with_a_draft_makes_the_targets_own_designs_for_a_seed(compact, other_draft, monkeypatch):
+    """Same seed, same designs, with or without the draft and whatever the timing decided:
+    drafted throughout, falling back at once, or re-measuring the target every round."""
+    from carbon_app import speculative
+
+    rng = random.Random(5)
+    for case in range(12):
+        n = rng.randint(61, 240)
+        mask = "".join(rng.choice("ACGTNNNNNNNNRY") for _ in range(n))
+        options = dict(mask=mask, temperature=rng.choice([0.7, 1.0, 1.5]), top_k=rng.choice([0, 50]),
+                       top_p=rng.choice([1.0, 0.9]), mode=rng.choice(["bp", "token"]), samples=rng.randint(1, 4),
+                       seed=rng.randrange(2**40))
+        alone = generate(compact, "ACGTACGGT", n, **options)
+        assert generate(compact, "ACGTACGGT", n, draft=other_draft, draft_always=True, **options).sequences \
+            == alone.sequences
+        with monkeypatch.context() as patch:
+            patch.setattr(speculative, "FALLBACK_MARGIN", 1e6)  # judged not to pay after two rounds
+            dropped = generate(compact, "ACGTACGGT", n, draft=other_draft, **options)
+        assert dropped.sequences == alone.sequences and dropped.speculative["fallback_reason"]
+        with monkeypatch.context() as patch:
+            patch.setattr(speculative, "FALLBACK_MARGIN", 1e-6)
+            patch.setattr(speculative, "PROBE_EVERY", 1)
+            probed = generate(compact, "ACGTACGGT", n, draft=other_draft, **options)
+        assert probed.sequences == alone.sequences
+
+
 def test_a_perfect_draft_is_always_accepted(compact):
     for temperature in (0, 1.0):
         out = generate(compact, "ACGTAC", 120, temperature=temperature, draft=compact, seed=3, samples=2)
