@@ -40,8 +40,12 @@ def _digit_indicator(k: int, device: torch.device) -> torch.Tensor:
         return indicator.scatter_(1, columns, 1.0)
 
 
-def log_marginals(kmer_logprobs: torch.Tensor) -> torch.Tensor:
+def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False) -> torch.Tensor:
     """[..., 4^k] normalised k-mer log-probs -> [..., k, 4] per-base log-marginals.
+
+    With `normalise`, raw k-mer logits may be given instead (one log-softmax
+    pass over all k-mers saved: the four sums of any position add up to the
+    normaliser).
 
     One matrix product of the probabilities with a k-mer/base indicator sums
     all k positions at once. It runs in float64, after subtracting the row's
@@ -51,8 +55,11 @@ def log_marginals(kmer_logprobs: torch.Tensor) -> torch.Tensor:
     k = _k_of(kmer_logprobs.shape[-1])
     top = kmer_logprobs.detach().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).min)
     probs = (kmer_logprobs - top).double().exp()
-    sums = probs @ _digit_indicator(k, kmer_logprobs.device)
-    return (sums.log() + top.double()).to(kmer_logprobs.dtype).unflatten(-1, (k, 4))
+    sums = (probs @ _digit_indicator(k, kmer_logprobs.device)).unflatten(-1, (k, 4))
+    logs = sums.log() + top.double().unsqueeze(-1)
+    if normalise:
+        logs = logs - sums[..., :1, :].sum(dim=-1, keepdim=True).log() - top.double().unsqueeze(-1)
+    return logs.to(kmer_logprobs.dtype)
 
 
 def factorised_logprobs(base_logprobs: torch.Tensor) -> torch.Tensor:

@@ -151,9 +151,13 @@ def scan_substitutions(
                                                                                          device=bundle.device))
             suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[t + 1 : n_tokens - 1].expand(batch, -1)], dim=1)
             later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1
-            later = torch.log_softmax(bundle.kmer_logits(later_hidden), dim=-1)
-            later_allowed = allowed[t + 1 :].expand(batch, -1, -1, -1)
-            later_per_base = _per_base(later.flatten(0, 1), later_allowed.flatten(0, 1), method)
+            later_logits = bundle.kmer_logits(later_hidden).flatten(0, 1)
+            later_allowed = allowed[t + 1 :].expand(batch, -1, -1, -1).flatten(0, 1)
+            if method == "marginal":  # the bulk of a scan: marginals straight from the logits
+                marginals = log_marginals(later_logits, normalise=True)
+                later_per_base = base_logprobs_from_marginals(marginals, later_allowed)
+            else:
+                later_per_base = _per_base(torch.log_softmax(later_logits, dim=-1), later_allowed, method)
             later_per_base = later_per_base.reshape(batch, -1, k).masked_fill(~real[t + 1 :], 0.0)
             change = change + later_per_base.sum(dim=(1, 2)) - ref_token_sums[t + 1 :].sum()
         for row, (q, b) in enumerate(variants):

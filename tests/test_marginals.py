@@ -95,3 +95,13 @@ def test_marginals_carry_gradients_after_inference_mode_use():
     logits = torch.randn(3, 4096, requires_grad=True)
     log_marginals(logits.log_softmax(-1))[..., 0].sum().backward()
     assert logits.grad is not None and torch.isfinite(logits.grad).all()
+
+
+def test_marginals_from_raw_logits_equal_those_of_the_normalised_log_probs():
+    logits = torch.randn(7, 4096) * 6
+    logits[:3, :1024] = float("-inf")  # base A excluded at the first position of three rows
+    normalised = log_marginals(torch.log_softmax(logits, dim=-1))
+    direct = log_marginals(logits, normalise=True)
+    assert torch.equal(torch.isinf(normalised), torch.isinf(direct))
+    finite = torch.isfinite(normalised)
+    assert torch.allclose(normalised[finite], direct[finite], atol=1e-5)
