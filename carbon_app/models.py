@@ -131,8 +131,8 @@ class ModelBundle:
         if needed > free:
             raise ModelError(
                 f"{what} needs about {needed / 2**20:,.0f} MiB of working memory beside the model weights, "
-                f"but this server's memory budget leaves {max(free, 0) / 2**20:,.0f} MiB: ask for fewer samples, "
-                "fewer bases or a shorter window")
+                f"but the memory budget (CARBON_MEMORY_BUDGET_GB) leaves {max(free, 0) / 2**20:,.0f} MiB: ask for "
+                "fewer samples, fewer bases or a shorter window")
 
     def describe(self) -> dict:
         return {
