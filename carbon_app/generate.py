@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from .dna import BASE_INDEX, clean_sequence, mask_from_template
 from .errors import InputError
+from .kv import preallocated_cache
 from .marginals import log_marginals
 from .models import ModelBundle
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
@@ -167,7 +167,7 @@ def decode_kmers(
     the output projection only.
     """
     ids = torch.tensor([prompt_ids], device=bundle.device)
-    cache = DynamicCache(config=bundle.model.config)
+    cache = preallocated_cache(bundle.model.config, len(prompt_ids) + allowed.shape[0])
     hidden = bundle.hidden_states(ids, cache)[:, -1]
     if samples > 1:
         cache.batch_repeat_interleave(samples)

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
-from transformers import DynamicCache
 
+from .kv import preallocated_cache
 from .models import ModelBundle
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 
@@ -113,7 +113,9 @@ def speculative_decode_kmers(
 
     # Caches hold everything but the newest token ("pending"), which the next round feeds first.
     ids = torch.tensor([prompt_ids], device=device)
-    t_cache, d_cache = DynamicCache(config=target.model.config), DynamicCache(config=draft.model.config)
+    capacity = len(prompt_ids) + n_steps + MAX_DRAFT  # a verify pass writes up to MAX_DRAFT + 1, then crops
+    t_cache = preallocated_cache(target.model.config, capacity)
+    d_cache = preallocated_cache(draft.model.config, capacity)
     with _timed(t_time, device):
         if ids.shape[1] > 1:
             target.hidden_states(ids[:, :-1], t_cache)
