@@ -14,6 +14,11 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 
+def _with_room(buffer: torch.Tensor, extra: int) -> torch.Tensor:
+    """`buffer` [..., length, dim] with `extra` unwritten positions after it."""
+    return torch.cat([buffer, buffer.new_empty((*buffer.shape[:-2], extra, buffer.shape[-1]))], dim=-2)
+
+
 class _PreallocatedLayer(DynamicLayer):
     def __init__(self, capacity: int):
         super().__init__()
@@ -33,11 +38,9 @@ class _PreallocatedLayer(DynamicLayer):
             self.is_initialized = True
         new = key_states.shape[-2]
         if self.length + new > self._key_buffer.shape[-2]:  # more than planned: grow, doubling
-            grow = max(self._key_buffer.shape[-2], new)
-            self._key_buffer = torch.cat([self._key_buffer, self._key_buffer.new_empty(
-                (*self._key_buffer.shape[:-2], grow, self._key_buffer.shape[-1]))], dim=-2)
-            self._value_buffer = torch.cat([self._value_buffer, self._value_buffer.new_empty(
-                (*self._value_buffer.shape[:-2], grow, self._value_buffer.shape[-1]))], dim=-2)
+            extra = max(self._key_buffer.shape[-2], new)
+            self._key_buffer, self._value_buffer = (_with_room(b, extra) for b in (self._key_buffer,
+                                                                                     self._value_buffer))
         self._key_buffer[..., self.length : self.length + new, :] = key_states
         self._value_buffer[..., self.length : self.length + new, :] = value_states
         self.length += new

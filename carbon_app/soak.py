@@ -33,6 +33,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_app(log_path: Path | None = None, **env_extra: str) -> tuple[subprocess.Popen, str]:
+    """Start `app.py` on a free loopback port; return the process and its URL once it answers.
+    Its output goes to `log_path` (a file, so a long run can never block on a full pipe)."""
+    port = _free_port()
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_ANALYTICS_ENABLED": "False", **env_extra}
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 (the child writes to it)
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                time.sleep(1)  # the port opens a moment before the app's routes answer
+                return process, f"http://127.0.0.1:{port}/"
+        except OSError:
+            if process.poll() is not None:
+                tail = Path(log_path).read_text()[-2000:] if log_path else ""
+                raise RuntimeError(f"the app exited: {tail}") from None
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("the app did not start within 180 s")
+
+
 def rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -124,7 +147,7 @@ def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: 
         "server_rss_mb_peak": max((mb for _, mb in rss_samples), default=None),
         "server_rss_mb_end": rss_samples[-1][1] if rss_samples else None,
         "server_rss_mb_timeline": [[round(t), round(mb)] for t, mb in rss_samples],
-        "second_half_growth_mb": growth,  # last-quarter median minus second-quarter median
+        "growth_mb": growth,  # last-quarter median minus second-quarter median
         "memory_bounded": None if growth is None else growth < max_growth_mb,
     }
 
@@ -136,25 +159,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--max-requests", type=int, default=100_000)
     parser.add_argument("--max-growth-mb", type=float, default=50.0,
-                        help="allowed server memory growth over the second half of the run")
+                        help="allowed growth of the server's memory between the medians of the second and "
+                             "last quarters of the run")
     parser.add_argument("--url", help="an app already running on this machine (default: start one)")
     args = parser.parse_args(argv)
-    process = None
-    url = args.url
-    if url is None:
-        port = _free_port()
-        env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-               "GRADIO_ANALYTICS_ENABLED": "False"}
-        process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}/"
-        for _ in range(360):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        time.sleep(2)
+    try:
+        process, url = (None, args.url) if args.url else start_app()
+    except RuntimeError as exc:
+        raise SystemExit(f"error: {exc}") from None
     try:
         report = soak(url, args.seconds, args.clients, args.max_requests, process.pid if process else None,
                       args.max_growth_mb)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,36 +15,18 @@ from carbon_app.generate import generate
 from carbon_app.models import ModelManager
 from carbon_app.scan import scan_substitutions
 from carbon_app.score import score_variant
-from carbon_app.soak import rss_mb
+from carbon_app.soak import rss_mb, start_app
 from tests.conftest import REPO
 
 HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_app(out_dir, **env_extra) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "CARBON_MODEL": "",
-           "CARBON_OUTPUT_DIR": str(out_dir), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-           "MALLOC_ARENA_MAX": "2", **env_extra}  # as the Docker image runs it
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return process, f"http://127.0.0.1:{port}/"
-        except OSError:
-            if process.poll() is not None:
-                pytest.fail(f"the app exited: {process.stdout.read()[-2000:]}")
-            time.sleep(0.5)
-    process.kill()
-    pytest.fail("the app did not start within 180 s")
+    try:
+        return start_app(out_dir / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=str(out_dir), HF_HUB_OFFLINE="1",
+                         MALLOC_ARENA_MAX="2", **env_extra)  # as the Docker image runs it
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
