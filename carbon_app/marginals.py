@@ -56,10 +56,9 @@ def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False) -> torch
     top = kmer_logprobs.detach().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).min)
     probs = (kmer_logprobs - top).double().exp()
     sums = (probs @ _digit_indicator(k, kmer_logprobs.device)).unflatten(-1, (k, 4))
-    logs = sums.log() + top.double().unsqueeze(-1)
-    if normalise:
-        logs = logs - sums[..., :1, :].sum(dim=-1, keepdim=True).log() - top.double().unsqueeze(-1)
-    return logs.to(kmer_logprobs.dtype)
+    if normalise:  # the shift by `top` cancels
+        return (sums / sums[..., :1, :].sum(dim=-1, keepdim=True)).log().to(kmer_logprobs.dtype)
+    return (sums.log() + top.double().unsqueeze(-1)).to(kmer_logprobs.dtype)
 
 
 def factorised_logprobs(base_logprobs: torch.Tensor) -> torch.Tensor:

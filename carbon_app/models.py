@@ -369,12 +369,6 @@ def draft_for(name: str, path: Path | None = None) -> str | None:
 # -- the cache ------------------------------------------------------------------------
 
 
-def _is_out_of_memory(exc: BaseException) -> bool:
-    # CUDA raises torch.OutOfMemoryError; the CPU allocator a RuntimeError that says so
-    return isinstance(exc, torch.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and ("can't allocate memory" in str(exc) or "out of memory" in str(exc)))
-
-
 @contextmanager
 def out_of_memory_as_error(what: str) -> Iterator[None]:
     """Turn running out of memory inside the block into a ModelError that says what to do.
@@ -385,8 +379,9 @@ def out_of_memory_as_error(what: str) -> Iterator[None]:
     """
     try:
         yield
-    except (torch.OutOfMemoryError, RuntimeError) as exc:
-        if not _is_out_of_memory(exc):
+    except RuntimeError as exc:  # CUDA raises torch.OutOfMemoryError (a RuntimeError), the CPU allocator says so
+        if not (isinstance(exc, torch.OutOfMemoryError) or "can't allocate memory" in str(exc)
+                or "out of memory" in str(exc)):
             raise
         device = "GPU" if isinstance(exc, torch.OutOfMemoryError) else "machine"
         if torch.cuda.is_available():

@@ -61,11 +61,15 @@ class ScanResult:
         return "\n".join(lines) + "\n"
 
 
-def _per_base(kmer_logprobs: torch.Tensor, allowed: torch.Tensor, method: str) -> torch.Tensor:
-    """[n, 4^k] k-mer log-probs and [n, k, 4] present bases -> [n, k] per-base log-probs."""
+def _per_base(kmer_logits: torch.Tensor, allowed: torch.Tensor, method: str) -> torch.Tensor:
+    """[n, 4^k] k-mer logits and [n, k, 4] present bases -> [n, k] per-base log-probs.
+
+    The marginal method (the bulk of a scan) takes the marginals straight from
+    the logits, without a log-softmax pass over every k-mer.
+    """
     if method == "chain":
-        return chain_logprobs(kmer_logprobs, allowed)
-    return base_logprobs_from_marginals(log_marginals(kmer_logprobs), allowed)
+        return chain_logprobs(torch.log_softmax(kmer_logits, dim=-1), allowed)
+    return base_logprobs_from_marginals(log_marginals(kmer_logits, normalise=True), allowed)
 
 
 @torch.inference_mode()
@@ -116,8 +120,8 @@ def scan_substitutions(
                         f"a scan of {end - start + 1:,} positions in a {len(win):,}-base window")
     cache = DynamicCache(config=bundle.model.config)
     hidden = bundle.hidden_states(ids[:, :-1], cache)[0, first:]  # [n_tokens, H]: predicts token i
-    ref_kmer_logprobs = torch.log_softmax(bundle.kmer_logits(hidden), dim=-1)
-    ref_per_base = _per_base(ref_kmer_logprobs, allowed, method).masked_fill(~real, 0.0)  # [n_tokens, k]
+    ref_kmer_logits = bundle.kmer_logits(hidden)
+    ref_per_base = _per_base(ref_kmer_logits, allowed, method).masked_fill(~real, 0.0)  # [n_tokens, k]
     ref_token_sums = ref_per_base.sum(dim=1)
     kv = [(layer.keys, layer.values) for layer in cache.layers]
     kmer_ids = ids[0, first + 1 :]
@@ -141,7 +145,7 @@ def scan_substitutions(
             alt_allowed[row, q % k, b] = True
             alt_digits[row, q % k] = b
         # the substituted token, scored from the reference pass
-        own = _per_base(ref_kmer_logprobs[t].expand(batch, -1), alt_allowed, method).masked_fill(~real[t], 0.0)
+        own = _per_base(ref_kmer_logits[t].expand(batch, -1), alt_allowed, method).masked_fill(~real[t], 0.0)
         change = own.sum(dim=1) - ref_token_sums[t]
         if t + 1 < n_tokens:  # the tokens after it, recomputed from the cache cut before it
             keep = first + 1 + t
@@ -153,11 +157,7 @@ def scan_substitutions(
             later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1
             later_logits = bundle.kmer_logits(later_hidden).flatten(0, 1)
             later_allowed = allowed[t + 1 :].expand(batch, -1, -1, -1).flatten(0, 1)
-            if method == "marginal":  # the bulk of a scan: marginals straight from the logits
-                marginals = log_marginals(later_logits, normalise=True)
-                later_per_base = base_logprobs_from_marginals(marginals, later_allowed)
-            else:
-                later_per_base = _per_base(torch.log_softmax(later_logits, dim=-1), later_allowed, method)
+            later_per_base = _per_base(later_logits, later_allowed, method)
             later_per_base = later_per_base.reshape(batch, -1, k).masked_fill(~real[t + 1 :], 0.0)
             change = change + later_per_base.sum(dim=(1, 2)) - ref_token_sums[t + 1 :].sum()
         for row, (q, b) in enumerate(variants):

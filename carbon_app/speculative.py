@@ -149,7 +149,8 @@ def speculative_decode_kmers(
             plain_times.append(time.perf_counter() - began)
             stats.plain_tokens += 1
             done += 1
-            draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
+            if stats.fallback_reason is None:  # the draft will read these tokens when it next proposes
+                draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
             pending = token + kmer_start
         if plain_times:  # the fastest of the latest few: one slow step (a stall) does not count
             stats.plain_ms_per_token = 1000 * min(plain_times[-PLAIN_SAMPLES:])
