@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from .decoder import LeanDecoder
 from .errors import ModelError
 from .tags import TagScheme, load_tag_scheme
 from .tokens import CarbonTokenizer, DnaConfig
@@ -85,6 +86,7 @@ class ModelBundle:
     draft: str | None = None
     info: dict = field(default_factory=dict)
     free_memory: Callable[[], int] | None = None  # bytes the manager's budget leaves for requests
+    decoder: LeanDecoder | None = None  # the lean forward, where the architecture is one it computes
 
     @property
     def k(self) -> int:
@@ -97,6 +99,8 @@ class ModelBundle:
     @torch.inference_mode()
     def hidden_states(self, input_ids: torch.Tensor, cache=None):
         """Final-norm hidden states of the decoder (no output projection)."""
+        if self.decoder is not None:
+            return self.decoder(input_ids, cache)
         out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
         return out.last_hidden_state
 
@@ -324,8 +328,14 @@ def make_bundle(
     tokenizer: CarbonTokenizer,
     tags: TagScheme,
     fp32_head: bool = True,
+    lean_decoder: bool = True,
 ) -> ModelBundle:
-    """Wrap a loaded causal LM (already on its device) for the engine."""
+    """Wrap a loaded causal LM (already on its device) for the engine.
+
+    With `lean_decoder` (and an architecture it computes) the model's q/k/v and
+    gate/up weights are fused in place for `LeanDecoder`; the model itself keeps
+    working as before.
+    """
     config = model.config
     weight = model.get_output_embeddings().weight.detach()
     kmer_start = tokenizer.kmer_start_id
@@ -334,6 +344,7 @@ def make_bundle(
         raise ModelError(f"the output projection of '{name}' is too small for its DNA config")
     upcast = fp32_head and head.dtype != torch.float32
     head = head.float().clone() if upcast else head
+    lean = lean_decoder and LeanDecoder.supports(model)
     n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
     n_bytes += head.numel() * head.element_size() if upcast else 0
     return ModelBundle(
@@ -348,7 +359,8 @@ def make_bundle(
         dna_head=head,
         n_bytes=n_bytes,
         draft=draft_for(name, path),
-        info={"architecture": (config.architectures or [type(model).__name__])[0]},
+        info={"architecture": (config.architectures or [type(model).__name__])[0], "lean_decoder": lean},
+        decoder=LeanDecoder(model) if lean else None,
     )
 
 

@@ -1,0 +1,140 @@
+"""A lean forward pass for Llama-style decoders (the Carbon architecture).
+
+`transformers`' Llama forward is general: it builds attention masks, checks
+its cache, dispatches its attention through a registry and calls seven
+separate projections per layer. At batch 1 a decode step is a few matrix-vector
+products per layer, so on a CPU that machinery costs about a fifth of the step
+and on a GPU it is launch overhead. Here, as in gpt-fast, one layer is a dozen
+tensor operations, and the q/k/v and gate/up projections are each one product
+over fused weights.
+
+The fused weights are the model's own: each layer's q, k and v weights (and
+gate and up) are copied once into one tensor and the original modules are
+pointed at row slices of it, so the model keeps working unchanged (the
+`transformers` forward, `generate`, the benchmark's stock contender) and no
+memory is added. Models this module does not recognise (other norms, q/k
+norms, non-SiLU MLPs, tensor-parallel slices) keep the `transformers` forward:
+`LeanDecoder.supports` says which.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _fuse(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (and bias) for `linears`, with each module re-pointed at its rows of it."""
+    weight = torch.cat([m.weight.detach() for m in linears])
+    has_bias = linears[0].bias is not None
+    bias = torch.cat([m.bias.detach() for m in linears]) if has_bias else None
+    start = 0
+    for m in linears:
+        rows = m.weight.shape[0]
+        m.weight = nn.Parameter(weight[start : start + rows], requires_grad=False)
+        if has_bias:
+            m.bias = nn.Parameter(bias[start : start + rows], requires_grad=False)
+        start += rows
+    return weight, bias
+
+
+def _rms_norm(x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+    """Llama's RMSNorm: statistics in float32, the weight applied in the input dtype."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * h.to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class _Layer:
+    def __init__(self, layer: nn.Module):
+        attn, mlp = layer.self_attn, layer.mlp
+        self.input_norm, self.post_norm = layer.input_layernorm, layer.post_attention_layernorm
+        self.qkv_weight, self.qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        self.q_size, self.kv_size = attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0]
+        self.o_proj, self.down_proj = attn.o_proj, mlp.down_proj
+        self.gate_up_weight, self.gate_up_bias = _fuse([mlp.gate_proj, mlp.up_proj])
+        self.head_dim, self.scaling = attn.head_dim, attn.scaling
+
+
+class LeanDecoder:
+    """The decoder stack of a Llama-style causal LM, run without `transformers`' forward.
+
+    Call it like the model's `.model(input_ids, past_key_values=cache)`: it
+    returns the final-norm hidden states [batch, tokens, hidden] and writes the
+    new keys and values through `cache.update` (any `transformers` Cache,
+    including the engine's preallocated one).
+    All rows of a batch share their positions, as everywhere in this engine.
+    """
+
+    def __init__(self, model: nn.Module):
+        if not self.supports(model):
+            raise ValueError(f"{type(model).__name__} is not a plain Llama-style decoder")
+        base = model.model
+        self.embed, self.final_norm, self.rotary = base.embed_tokens, base.norm, base.rotary_emb
+        self.layers = [_Layer(layer) for layer in base.layers]
+
+    @staticmethod
+    def supports(model: nn.Module) -> bool:
+        """Whether `model` is exactly what `LeanDecoder` computes (else keep its own forward)."""
+        config, base = model.config, getattr(model, "model", None)
+        layers = getattr(base, "layers", None)
+        if layers is None or not hasattr(base, "rotary_emb") or not hasattr(base, "embed_tokens"):
+            return False
+        if getattr(config, "hidden_act", None) != "silu" or getattr(config, "pretraining_tp", 1) != 1:
+            return False
+        if getattr(config, "sliding_window", None) or getattr(config, "use_sliding_window", False):
+            return False
+        if set(getattr(config, "layer_types", None) or ["full_attention"]) != {"full_attention"}:
+            return False
+        norms = [base.norm] + [n for layer in layers for n in (layer.input_layernorm, layer.post_attention_layernorm)]
+        if any(type(n).__name__ not in ("LlamaRMSNorm", "Qwen2RMSNorm", "MistralRMSNorm") for n in norms):
+            return False
+        for layer in layers:
+            attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+            parts = [getattr(attn, p, None) for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
+            parts += [getattr(mlp, p, None) for p in ("gate_proj", "up_proj", "down_proj")]
+            if not all(isinstance(p, nn.Linear) for p in parts):
+                return False
+            if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
+                return False
+            if not hasattr(attn, "scaling") or not hasattr(attn, "head_dim"):
+                return False
+            if (parts[0].bias is None) != (parts[1].bias is None) or (parts[4].bias is None) != (parts[5].bias is None):
+                return False
+        return True
+
+    @torch.inference_mode()
+    def __call__(self, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
+        batch, new = input_ids.shape
+        past = cache.get_seq_length() if cache is not None else 0
+        x = self.embed(input_ids)
+        positions = torch.arange(past, past + new, device=input_ids.device).unsqueeze(0)
+        cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions))  # [1, 1, new, head_dim]
+        # One new token sees everything; a prompt with no history is plainly causal;
+        # several new tokens after a history (a speculative verify) need the offset mask.
+        mask, causal = None, False
+        if new > 1 and past == 0:
+            causal = True
+        elif new > 1:
+            mask = torch.ones(new, past + new, dtype=torch.bool, device=x.device).tril(past)
+        for index, layer in enumerate(self.layers):
+            h = _rms_norm(x, layer.input_norm)
+            qkv = F.linear(h, layer.qkv_weight, layer.qkv_bias)
+            q, k, v = qkv.split((layer.q_size, layer.kv_size, layer.kv_size), dim=-1)
+            q = _rotate(q.view(batch, new, -1, layer.head_dim).transpose(1, 2), cos, sin)
+            k = _rotate(k.view(batch, new, -1, layer.head_dim).transpose(1, 2), cos, sin)
+            v = v.view(batch, new, -1, layer.head_dim).transpose(1, 2)
+            if cache is not None:
+                k, v = cache.update(k, v, index)
+            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                                  scale=layer.scaling, enable_gqa=True)
+            x = x + layer.o_proj(attn.transpose(1, 2).reshape(batch, new, -1))
+            gate, up = F.linear(_rms_norm(x, layer.post_norm), layer.gate_up_weight, layer.gate_up_bias).chunk(2, -1)
+            x = x + layer.down_proj(F.silu(gate) * up)
+        return _rms_norm(x, self.final_norm)

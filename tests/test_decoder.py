@@ -1,0 +1,106 @@
+"""The lean decoder forward against `transformers`' own, on the architectures it claims."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+from transformers import (
+    DynamicCache,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+from carbon_app.decoder import LeanDecoder
+from carbon_app.generate import generate
+from carbon_app.kv import preallocated_cache
+
+SMALL = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256, initializer_range=0.3)
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500_000.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+ARCHITECTURES = {
+    "llama-gqa": lambda: LlamaForCausalLM(LlamaConfig(**SMALL, rope_theta=5_000_000.0)),
+    "llama-biases-llama3-rope": lambda: LlamaForCausalLM(LlamaConfig(**SMALL, attention_bias=True, mlp_bias=True,
+                                                                     rope_parameters=LLAMA3_ROPE)),
+    "llama-head-dim-48": lambda: LlamaForCausalLM(LlamaConfig(**SMALL, head_dim=48)),
+    "qwen2-qkv-bias": lambda: Qwen2ForCausalLM(Qwen2Config(**SMALL)),
+}
+
+
+def _reference_and_lean(make):
+    torch.manual_seed(0)
+    model = make().eval()
+    reference = copy.deepcopy(model)
+    assert LeanDecoder.supports(model)
+    return reference, model, LeanDecoder(model)
+
+
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+@torch.inference_mode()
+def test_lean_forward_equals_transformers_through_prefill_steps_batches_and_verifies(architecture):
+    reference, _, lean = _reference_and_lean(ARCHITECTURES[architecture])
+    prompt = torch.randint(0, 300, (1, 11))
+
+    def hf(ids, cache=None):
+        return reference.model(input_ids=ids, past_key_values=cache, use_cache=cache is not None).last_hidden_state
+
+    torch.testing.assert_close(lean(prompt), hf(prompt), rtol=0, atol=1e-5)  # no cache
+    for make_cache in (lambda: preallocated_cache(reference.config, 40), lambda: DynamicCache(config=reference.config)):
+        ours, theirs = make_cache(), make_cache()
+        torch.testing.assert_close(lean(prompt, ours), hf(prompt, theirs), rtol=0, atol=1e-5)
+        ours.batch_repeat_interleave(3)
+        theirs.batch_repeat_interleave(3)
+        for _ in range(3):  # single-token steps of three samples
+            step = torch.randint(0, 300, (3, 1))
+            torch.testing.assert_close(lean(step, ours), hf(step, theirs), rtol=0, atol=1e-5)
+        verify = torch.randint(0, 300, (3, 5))  # several new tokens after a history: the offset causal mask
+        torch.testing.assert_close(lean(verify, ours), hf(verify, theirs), rtol=0, atol=1e-5)
+        ours.crop(-2)
+        theirs.crop(-2)
+        step = torch.randint(0, 300, (3, 1))
+        torch.testing.assert_close(lean(step, ours), hf(step, theirs), rtol=0, atol=1e-5)
+        assert ours.get_seq_length() == theirs.get_seq_length() == 11 + 3 + 5 - 2 + 1
+
+
+@torch.inference_mode()
+def test_fusing_adds_no_memory_and_leaves_the_model_working():
+    reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
+    storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()}
+    assert sum(storages.values()) == sum(p.numel() * p.element_size() for p in reference.parameters())
+    attn = model.model.layers[0].self_attn
+    assert attn.q_proj.weight.untyped_storage().data_ptr() == attn.v_proj.weight.untyped_storage().data_ptr()
+    ids = torch.randint(0, 300, (2, 9))
+    torch.testing.assert_close(model(ids).logits, reference(ids).logits, rtol=0, atol=0)
+    kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert torch.equal(model.generate(ids[:1], **kwargs), reference.generate(ids[:1], **kwargs))
+
+
+def test_other_architectures_keep_their_own_forward(compact):
+    torch.manual_seed(0)
+    qk_norms = Qwen3ForCausalLM(Qwen3Config(**SMALL)).eval()  # q/k norms: not what LeanDecoder computes
+    assert not LeanDecoder.supports(qk_norms)
+    with pytest.raises(ValueError, match="not a plain Llama-style decoder"):
+        LeanDecoder(qk_norms)
+    sliding = LlamaForCausalLM(LlamaConfig(**SMALL))
+    sliding.config.layer_types = ["sliding_attention"] * 3
+    assert not LeanDecoder.supports(sliding)
+    assert compact.decoder is not None and compact.info["lean_decoder"] is True
+
+
+@pytest.mark.parametrize("options", [
+    dict(temperature=0.0),
+    dict(temperature=0.9, top_k=50, seed=11, samples=3),
+    dict(temperature=0.0, mode="token"),
+])
+def test_generation_is_the_same_with_the_lean_and_the_transformers_forward(compact, options):
+    plain = dataclasses.replace(compact, decoder=None)
+    mask = "ACGTRYSWKMBDHVN" * 6 + "NN"
+    kwargs = dict(prompt="ACGTTGCAACGTAGCTAGGCTA", n_bases=len(mask), mask=mask, **options)
+    assert generate(compact, **kwargs).sequences == generate(plain, **kwargs).sequences
