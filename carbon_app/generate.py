@@ -25,7 +25,7 @@ import torch
 from .dna import BASE_INDEX, clean_sequence, mask_from_template
 from .errors import InputError
 from .kv import preallocated_cache
-from .marginals import log_marginals
+from .marginals import kmer_digits, log_marginals
 from .models import ModelBundle
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
@@ -266,7 +266,6 @@ def generate_stream(
             done=done,
         )
 
-    digit_powers = 4 ** torch.arange(k - 1, -1, -1, device=bundle.device)
     if draft is None:
         stats, steps = None, decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise)
     else:
@@ -277,7 +276,7 @@ def generate_stream(
         kmers.append(kmer)
         # confidence of each chosen base under the marginals it was drawn from
         marginals = log_marginals(logprobs)  # [samples, k, 4]
-        digits = (kmer.unsqueeze(1) // digit_powers) % 4
+        digits = kmer_digits(kmer, k)
         probs.append(marginals.gather(-1, digits.unsqueeze(-1)).squeeze(-1).exp())
         entropy.append(torch.special.entr(marginals.exp()).sum(-1).div(math.log(2)))
         if stream_every > 0 and len(kmers) % stream_every == 0 and len(kmers) < plan.n_tokens:

@@ -27,6 +27,17 @@ def _k_of(n_kmers: int) -> int:
     return k
 
 
+def kmer_digits(kmers: torch.Tensor, k: int) -> torch.Tensor:
+    """K-mer indices [...] -> their base digits [..., k], first base first."""
+    return kmers.unsqueeze(-1) // 4 ** torch.arange(k - 1, -1, -1, device=kmers.device) % 4
+
+
+def kmer_index(digits: torch.Tensor) -> torch.Tensor:
+    """Base digits [..., k] -> k-mer indices [...] (the inverse of `kmer_digits`)."""
+    k = digits.shape[-1]
+    return (digits * 4 ** torch.arange(k - 1, -1, -1, device=digits.device)).sum(-1)
+
+
 @functools.cache
 def _digit_indicator(k: int, device: torch.device) -> torch.Tensor:
     """[4^k, k*4] float64: entry (v, 4j + b) is 1 when k-mer v has base b at position j.
@@ -34,7 +45,7 @@ def _digit_indicator(k: int, device: torch.device) -> torch.Tensor:
     Cached, so built outside inference mode: training (autograd) uses it too.
     """
     with torch.inference_mode(False):
-        digits = torch.arange(4**k, device=device).unsqueeze(1) // 4 ** torch.arange(k - 1, -1, -1, device=device) % 4
+        digits = kmer_digits(torch.arange(4**k, device=device), k)
         columns = digits + 4 * torch.arange(k, device=device)
         indicator = torch.zeros(4**k, 4 * k, dtype=torch.float64, device=device)
         return indicator.scatter_(1, columns, 1.0)

@@ -25,7 +25,7 @@ from transformers import DynamicCache
 
 from .dna import BASES, clean_sequence, mask_from_template
 from .errors import InputError
-from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
+from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .models import ModelBundle
 from .score import DEFAULT_WINDOW, _check_method, context_room_bases, variant_window
 from .tokens import DNA_OPEN
@@ -137,9 +137,7 @@ def scan_substitutions(
             continue
         batch = len(variants)
         alt_allowed = allowed[t].unsqueeze(0).repeat(batch, 1, 1)
-        digits = ((kmer_ids[t] - bundle.tokenizer.kmer_start_id) // 4 ** torch.arange(k - 1, -1, -1,
-                                                                                          device=bundle.device)) % 4
-        alt_digits = digits.unsqueeze(0).repeat(batch, 1)
+        alt_digits = kmer_digits(kmer_ids[t] - bundle.tokenizer.kmer_start_id, k).unsqueeze(0).repeat(batch, 1)
         for row, (q, b) in enumerate(variants):
             alt_allowed[row, q % k] = False
             alt_allowed[row, q % k, b] = True
@@ -151,8 +149,7 @@ def scan_substitutions(
             keep = first + 1 + t
             cut = DynamicCache(ddp_cache_data=[(key[:, :, :keep].expand(batch, -1, -1, -1),
                                                 value[:, :, :keep].expand(batch, -1, -1, -1)) for key, value in kv])
-            alt_token = bundle.tokenizer.kmer_start_id + alt_digits @ (4 ** torch.arange(k - 1, -1, -1,
-                                                                                         device=bundle.device))
+            alt_token = bundle.tokenizer.kmer_start_id + kmer_index(alt_digits)
             suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[t + 1 : n_tokens - 1].expand(batch, -1)], dim=1)
             later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1
             later_logits = bundle.kmer_logits(later_hidden).flatten(0, 1)

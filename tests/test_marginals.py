@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from carbon_app.marginals import chain_logprobs, factorised_logprobs, kmer_log_mask, log_marginals
+from carbon_app.marginals import (
+    chain_logprobs,
+    factorised_logprobs,
+    kmer_digits,
+    kmer_index,
+    kmer_log_mask,
+    log_marginals,
+)
 from carbon_app.score import score_sequence
 
 KMERS = ["".join(p) for p in itertools.product("ATCG", repeat=6)]  # the release's id order
@@ -105,3 +112,11 @@ def test_marginals_from_raw_logits_equal_those_of_the_normalised_log_probs():
     assert torch.equal(torch.isinf(normalised), torch.isinf(direct))
     finite = torch.isfinite(normalised)
     assert torch.allclose(normalised[finite], direct[finite], atol=1e-5)
+
+
+def test_kmer_digits_spell_the_release_order_and_invert():
+    index = torch.arange(4096)
+    digits = kmer_digits(index, 6)
+    assert ["".join("ATCG"[d] for d in row) for row in digits.tolist()] == KMERS
+    assert torch.equal(kmer_index(digits), index)
+    assert torch.equal(kmer_digits(index.view(64, 64), 6).flatten(0, 1), digits)  # any leading shape
