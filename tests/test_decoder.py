@@ -70,6 +70,21 @@ def test_lean_forward_equals_transformers_through_prefill_steps_batches_and_veri
 
 
 @torch.inference_mode()
+def test_lean_forward_in_bfloat16_follows_transformers():
+    """bf16, as on a GPU: RMSNorm statistics in float32, everything else in bf16, like transformers."""
+    reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
+    reference, model = reference.to(torch.bfloat16), model.to(torch.bfloat16)
+    lean = LeanDecoder(model)  # fused after the cast, as make_bundle does on the model's final device and dtype
+    prompt, step = torch.randint(0, 300, (1, 11)), torch.randint(0, 300, (1, 1))
+    ours, theirs = preallocated_cache(reference.config, 20), preallocated_cache(reference.config, 20)
+    for ids in (prompt, step, step):
+        got = lean(ids, ours)
+        want = reference.model(input_ids=ids, past_key_values=theirs, use_cache=True).last_hidden_state
+        assert got.dtype == want.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want, rtol=0.02, atol=0.02)
+
+
+@torch.inference_mode()
 def test_fusing_adds_no_memory_and_leaves_the_model_working():
     reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
     storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()}
