@@ -23,6 +23,7 @@ is accepted, and the statistics of the run come back as data.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -41,8 +42,11 @@ MIN_ROUNDS_BEFORE_FALLBACK = 2
 FALLBACK_MARGIN = 0.95  # the draft must be at least 5% faster per token than the target alone
 MIN_SPECULATIVE_TOKENS = 10  # below this, rounds are too few to measure or to win back their cost
 PROBE_EVERY = 8  # drafted rounds between plain target steps that re-measure the speed to beat
-PLAIN_SAMPLES = 3  # the speed to beat: the fastest of this many latest plain steps
-RECENT_ROUNDS = 8  # the drafted speed: over this many latest rounds
+# Both speeds are judged robustly and alike, so one stall on a busy machine neither condemns
+# the draft nor flatters the target: the speed to beat is the median of the latest plain steps,
+# the drafted speed is over the latest rounds less the slowest one.
+PLAIN_SAMPLES = 3  # the speed to beat: the median of this many latest plain steps
+RECENT_ROUNDS = 8  # the drafted speed: over this many latest rounds, the slowest left out
 
 
 @dataclass
@@ -88,6 +92,13 @@ def _timed(total: list[float], device: torch.device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     total[0] += time.perf_counter() - began
+
+
+def _drafted_ms_per_token(rounds: deque[tuple[float, int]]) -> float:
+    """Milliseconds per token over (seconds, tokens) rounds, leaving out the slowest per token
+    once there are enough rounds for one to be a stall rather than the draft's real speed."""
+    kept = sorted(rounds, key=lambda r: r[0] / r[1])[:-1] if len(rounds) >= 4 else list(rounds)
+    return 1000 * sum(t for t, _ in kept) / sum(n for _, n in kept)
 
 
 @torch.inference_mode()
@@ -152,8 +163,8 @@ def speculative_decode_kmers(
             if stats.fallback_reason is None:  # the draft will read these tokens when it next proposes
                 draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
             pending = token + kmer_start
-        if plain_times:  # the fastest of the latest few: one slow step (a stall) does not count
-            stats.plain_ms_per_token = 1000 * min(plain_times[-PLAIN_SAMPLES:])
+        if plain_times:
+            stats.plain_ms_per_token = 1000 * statistics.median(plain_times[-PLAIN_SAMPLES:])
 
     yield from plain_tokens(min(CALIBRATION_STEPS, n_steps))
     spec_seconds, spec_tokens = 0.0, 0
@@ -163,7 +174,7 @@ def speculative_decode_kmers(
         stats.fallback_reason = (f"{n_steps} tokens are too few for drafting to pay off: the target ran alone")
     while done < n_steps:
         if not always and stats.fallback_reason is None and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK:
-            recent_ms = 1000 * sum(t for t, _ in recent) / sum(n for _, n in recent)
+            recent_ms = _drafted_ms_per_token(recent)
             if recent_ms > stats.plain_ms_per_token / FALLBACK_MARGIN:
                 stats.fallback_reason = (
                     f"the draft did not pay ({recent_ms:.1f} ms per token with it over the last {len(recent)} "

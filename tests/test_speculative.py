@@ -125,3 +125,15 @@ def test_speed_probes_between_rounds_keep_the_output_exact(compact, other_draft,
         stats = drafted.speculative
         assert drafted.sequences == alone.sequences and stats["fallback_reason"] is None
         assert stats["plain_tokens"] >= speculative.CALIBRATION_STEPS + stats["rounds"] // 2 - 1
+
+
+def test_the_drafted_speed_leaves_out_one_stalled_round_once_there_are_enough():
+    from collections import deque
+
+    from carbon_app.speculative import _drafted_ms_per_token
+
+    steady = [(0.010, 5)] * 7
+    assert _drafted_ms_per_token(deque(steady + [(0.500, 2)])) == pytest.approx(2.0)  # the stall is left out
+    assert _drafted_ms_per_token(deque([(0.010, 5), (0.500, 2)])) == pytest.approx(1000 * 0.51 / 7)  # too few
+    slow = [(0.030, 5)] * 8  # a draft that is slow in every round stays slow
+    assert _drafted_ms_per_token(deque(slow)) == pytest.approx(6.0)
