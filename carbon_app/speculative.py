@@ -38,7 +38,8 @@ from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprob
 
 MIN_DRAFT, MAX_DRAFT = 1, 8
 CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
-MIN_ROUNDS_BEFORE_FALLBACK = 2
+MIN_ROUNDS_BEFORE_FALLBACK = 2  # for a draft that has had nothing accepted
+STALL_PROOF_ROUNDS = 4  # a draft that agrees is judged on at least this many rounds, the slowest left out
 FALLBACK_MARGIN = 0.95  # the draft must be at least 5% faster per token than the target alone
 MIN_SPECULATIVE_TOKENS = 10  # below this, rounds are too few to measure or to win back their cost
 PROBE_EVERY = 8  # drafted rounds between plain target steps that re-measure the speed to beat
@@ -97,7 +98,7 @@ def _timed(total: list[float], device: torch.device):
 def _drafted_ms_per_token(rounds: deque[tuple[float, int]]) -> float:
     """Milliseconds per token over (seconds, tokens) rounds, leaving out the slowest per token
     once there are enough rounds for one to be a stall rather than the draft's real speed."""
-    kept = sorted(rounds, key=lambda r: r[0] / r[1])[:-1] if len(rounds) >= 4 else list(rounds)
+    kept = sorted(rounds, key=lambda r: r[0] / r[1])[:-1] if len(rounds) >= STALL_PROOF_ROUNDS else list(rounds)
     return 1000 * sum(t for t, _ in kept) / sum(n for _, n in kept)
 
 
@@ -173,7 +174,8 @@ def speculative_decode_kmers(
     if n_steps - done < MIN_SPECULATIVE_TOKENS and not always:
         stats.fallback_reason = (f"{n_steps} tokens are too few for drafting to pay off: the target ran alone")
     while done < n_steps:
-        if not always and stats.fallback_reason is None and stats.rounds >= MIN_ROUNDS_BEFORE_FALLBACK:
+        judge_after = MIN_ROUNDS_BEFORE_FALLBACK if stats.accepted == 0 else STALL_PROOF_ROUNDS
+        if not always and stats.fallback_reason is None and stats.rounds >= judge_after:
             recent_ms = _drafted_ms_per_token(recent)
             if recent_ms > stats.plain_ms_per_token / FALLBACK_MARGIN:
                 stats.fallback_reason = (
