@@ -105,7 +105,8 @@ class LeanDecoder:
                 return False
             if not hasattr(attn, "scaling") or not hasattr(attn, "head_dim"):
                 return False
-            if (parts[0].bias is None) != (parts[1].bias is None) or (parts[4].bias is None) != (parts[5].bias is None):
+            fused_groups = (parts[0:3], parts[4:6])  # q/k/v and gate/up: each fused with one bias or none
+            if any(len({p.bias is None for p in group}) > 1 for group in fused_groups):
                 return False
         return True
 

@@ -103,6 +103,9 @@ def test_other_architectures_keep_their_own_forward(compact):
     assert not LeanDecoder.supports(qk_norms)
     with pytest.raises(ValueError, match="not a plain Llama-style decoder"):
         LeanDecoder(qk_norms)
+    mixed_bias = LlamaForCausalLM(LlamaConfig(**SMALL))
+    mixed_bias.model.layers[1].self_attn.v_proj.bias = torch.nn.Parameter(torch.zeros(32))
+    assert not LeanDecoder.supports(mixed_bias)  # q/k/v could not share one fused bias
     sliding = LlamaForCausalLM(LlamaConfig(**SMALL))
     sliding.config.layer_types = ["sliding_attention"] * 3
     assert not LeanDecoder.supports(sliding)
