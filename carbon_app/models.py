@@ -328,13 +328,12 @@ def make_bundle(
     tokenizer: CarbonTokenizer,
     tags: TagScheme,
     fp32_head: bool = True,
-    lean_decoder: bool = True,
 ) -> ModelBundle:
     """Wrap a loaded causal LM (already on its device) for the engine.
 
-    With `lean_decoder` (and an architecture it computes) the model's q/k/v and
-    gate/up weights are fused in place for `LeanDecoder`; the model itself keeps
-    working as before.
+    Where `LeanDecoder` computes the architecture, the model's q/k/v and gate/up
+    weights are fused in place for it; the model itself keeps working as before
+    (and `dataclasses.replace(bundle, decoder=None)` runs the engine on it).
     """
     config = model.config
     weight = model.get_output_embeddings().weight.detach()
@@ -344,7 +343,7 @@ def make_bundle(
         raise ModelError(f"the output projection of '{name}' is too small for its DNA config")
     upcast = fp32_head and head.dtype != torch.float32
     head = head.float().clone() if upcast else head
-    lean = lean_decoder and LeanDecoder.supports(model)
+    lean = LeanDecoder.supports(model)
     n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
     n_bytes += head.numel() * head.element_size() if upcast else 0
     return ModelBundle(
