@@ -10,34 +10,103 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from carbon_app.dna import reverse_complement
 from carbon_app.training import data as demo_data
+from carbon_app.training.annotation import Transcript, read_exon_table, read_gtf
 from carbon_app.training.data import (
     WINDOW,
     Record,
     _choose_tags,
     _group_of_taxonomy,
     _is_human_chr17,
-    _read_gff_genes,
     sample_eval_windows,
     sample_training_windows,
     split_bounds,
 )
-from carbon_app.training.evaluate import MarkovModel, accuracy
+from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
+from carbon_app.training.variant_sets import coding_variants, held_out_variant_sets, splice_variants
 
 
-def test_gff_genes_get_region_types(tmp_path):
-    gff = tmp_path / "x.gff.gz"
-    lines = [
-        "##gff-version 3",
-        "chr1\tRefSeq\tgene\t101\t400\t.\t+\t.\tID=g1;gene_biotype=protein_coding",
-        "chr1\tRefSeq\tgene\t501\t573\t.\t-\t.\tID=g2;gene_biotype=tRNA",
-        "chr1\tRefSeq\tpseudogene\t601\t700\t.\t+\t.\tID=g3;gene_biotype=transcribed_pseudogene",
-        "chr1\tRefSeq\tgene\t801\t900\t.\t+\t.\tID=g4;gene_biotype=other",
-        "chr1\tRefSeq\texon\t101\t200\t.\t+\t.\tParent=g1",
+def test_gtf_transcripts_keep_exons_cds_stop_codon_and_biotype(tmp_path):
+    gtf = tmp_path / "x.gtf.gz"
+    rows = [
+        ("gene", 101, 400, "+", 'gene_id "g1"; transcript_id ""; gene_biotype "protein_coding";'),
+        ("exon", 101, 200, "+", 'gene_id "g1"; transcript_id "t1";'),
+        ("CDS", 151, 200, "+", 'gene_id "g1"; transcript_id "t1";'),
+        ("exon", 301, 400, "+", 'gene_id "g1"; transcript_id "t1";'),
+        ("CDS", 301, 347, "+", 'gene_id "g1"; transcript_id "t1";'),
+        ("stop_codon", 348, 350, "+", 'gene_id "g1"; transcript_id "t1";'),
+        ("gene", 501, 573, "-", 'gene_id "g2"; transcript_id ""; gene_biotype "tRNA";'),
+        ("exon", 501, 573, "-", 'gene_id "g2"; transcript_id "t2";'),
     ]
-    gff.write_bytes(gzip.compress("\n".join(lines).encode()))
-    assert _read_gff_genes(gff) == {"chr1": [(100, 400, 1, "protein_coding"), (500, 573, -1, "trna"),
-                                             (600, 700, 1, "pseudogene")]}
+    lines = ["#gtf-version 2.2"] + [f"chr1\tRefSeq\t{f}\t{a}\t{b}\t.\t{st}\t.\t{attr}" for f, a, b, st, attr in rows]
+    gtf.write_bytes(gzip.compress("\n".join(lines).encode()))
+    t1, t2 = sorted(read_gtf(gtf)["chr1"], key=lambda t: t.id)
+    assert t1.exons == [(100, 200), (300, 400)] and t1.cds == [(150, 200), (300, 350)]  # the stop codon joins
+    assert t1.introns() == [(200, 300)] and t1.biotype == "protein_coding" and t1.strand == 1
+    assert t2.strand == -1 and t2.biotype == "tRNA" and not t2.coding
+    table = tmp_path / "exons.txt.gz"
+    table.write_bytes(gzip.compress(b"GeneID\tChr\tStart\tEnd\tStrand\n7\tchr20\t11\t20\t-\n7\tchr20\t15\t30\t-\n"
+                                    b"7\tchr20\t51\t60\t-\n"))
+    (gene,) = read_exon_table(table)["chr20"]
+    assert gene.exons == [(10, 30), (50, 60)] and gene.strand == -1 and gene.biotype == ""
+
+
+def _coding_gene(strand: int) -> tuple[str, Transcript]:
+    """A 2-exon gene ATG CAG | intron GT...AG | TGG AAA TAA, on either strand of a random genome."""
+    rng = random.Random(7)
+    flank = "".join(rng.choice("ACGT") for _ in range(300))
+    intron = "GT" + "".join(rng.choice("ACT") for _ in range(296)) + "AG"  # no G: no stray splice signals
+    gene = "ATGCAG" + intron + "TGGAAATAA"
+    genome = flank + gene + flank
+    exons = [(300, 306), (606, 615)]
+    if strand == -1:
+        genome = reverse_complement(genome)
+        exons = sorted((len(genome) - b, len(genome) - a) for a, b in exons)
+    return genome, Transcript("t", "g", strand, exons, list(exons), "protein_coding")
+
+
+@pytest.mark.parametrize("strand", [1, -1])
+def test_stop_gain_synonymous_and_splice_variants_are_what_they_say(strand):
+    from Bio.Seq import Seq
+
+    genome, transcript = _coding_gene(strand)
+    found = coding_variants(transcript, genome)
+    # codons 2-4 only (not the start, not the stop): CAG -> TAG; TGG -> TAG, TGA; AAA -> TAA;
+    # synonymous: CAG -> CAA, AAA -> AAG
+    assert len(found["stop_gain"]) == 4 and len(found["synonymous"]) == 2
+    cds_positions = transcript.positions(transcript.cds)
+    for kind, variants in found.items():
+        for v in variants:
+            assert genome[v["pos"] - 1] == v["ref"]
+            mutated = genome[: v["pos"] - 1] + v["alt"] + genome[v["pos"] :]
+            before = str(Seq(transcript.spliced(genome, transcript.cds)).translate())
+            after = str(Seq(transcript.spliced(mutated, transcript.cds)).translate())
+            assert v["pos"] - 1 in cds_positions
+            assert (after.index("*") < len(after) - 1) if kind == "stop_gain" else (after == before)
+    splice = splice_variants(transcript, genome, random.Random(0))
+    assert len(splice["splice_site"]) == 4 * 3
+    intron_ends = {p for a, b in transcript.introns() for p in (a, a + 1, b - 2, b - 1)}
+    assert {v["pos"] - 1 for v in splice["splice_site"]} == intron_ends
+    assert all(min(abs(v["pos"] - 1 - p) for p in intron_ends) >= 99 for v in splice["deep_intronic"])
+
+
+def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
+    genome, transcript = _coding_gene(1)
+    train_copy = Transcript("t0", "g0", 1, list(transcript.exons), list(transcript.exons),
+                            "protein_coding")
+    records = [Record("held", genome, "mammal", "human", "test", [transcript], held_out=True),
+               Record("train", genome + "A" * 20_000, "plant", "cress", "test", [train_copy])]
+    sets = held_out_variant_sets(records, random.Random(1))
+    assert {v["record"] for found in sets.values() for v in found} == {"held"}
+    kinds = Counter(v["kind"] for v in sets["coding"])
+    assert kinds["stop_gain"] == kinds["synonymous"] == 2  # balanced within the gene
+    for v in sets["coding"] + sets["splice"]:
+        assert v["context"][v["context_pos"] - 1] == v["ref"] == genome[v["pos"] - 1]
+
+
+def test_auroc_counts_ties_half():
+    assert auroc([3, 4], [1, 2]) == 1 and auroc([1, 2], [3, 4]) == 0 and auroc([1, 2], [2, 1]) == 0.5
 
 
 def test_taxonomy_groups_and_chromosome_17_guard():
@@ -69,19 +138,29 @@ def _genome(seed: int, length: int) -> str:
 
 
 def test_windows_never_cross_the_held_out_split(monkeypatch):
-    monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 40 * WINDOW for g in demo_data.GROUPS})
+    monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 60 * WINDOW for g in demo_data.GROUPS})
     seq = _genome(1, 30_000)
-    genes = [(1000, 2500, 1, "protein_coding"), (5000, 5100, -1, "trna"), (27_500, 29_000, 1, "protein_coding")]
-    records = [Record("r1", seq, "fungus", "yeast", "test", genes),
+    transcripts = [Transcript("a", "a", 1, [(1000, 1400), (1900, 2500)], [(1000, 1400), (1900, 2497)],
+                              "protein_coding"),
+                   Transcript("b", "b", -1, [(5000, 5100)], [], "tRNA"),
+                   Transcript("c", "c", 1, [(27_500, 28_000), (28_500, 29_000)], [], "protein_coding")]
+    records = [Record("r1", seq, "fungus", "yeast", "test", transcripts),
                Record("hbb", _genome(2, 5000), "mammal", "human", "test", held_out=True)]
     train = sample_training_windows(records, random.Random(3))
     train_end = split_bounds(len(seq))[0]
-    allowed = {seq[i : i + WINDOW] for i in range(train_end - WINDOW + 1)}
-    from carbon_app.dna import reverse_complement
-
+    allowed = seq[:train_end]
+    mrna = transcripts[0].spliced(seq)
+    assert {w["kind"] for w in train} == {"mrna", "gene", "splice", "genomic"}
     for window in train:
         assert window["record"] == "r1"  # the held-out record never trains
-        assert window["seq"] in allowed or reverse_complement(window["seq"]) in allowed
+        if window["kind"] == "mrna":  # spliced: the exons joined, never the intron
+            assert window["seq"] in mrna or window["seq"] in reverse_complement(transcripts[1].spliced(seq))
+        else:
+            assert window["seq"] in allowed or reverse_complement(window["seq"]) in allowed
+        if window["kind"] == "splice":  # across an exon-intron boundary of a, the only spliced train transcript
+            lo = allowed.find(window["seq"])
+            assert window["gene_region"] == "protein_coding" and lo >= 0
+            assert any(lo < boundary < lo + len(window["seq"]) for boundary in (1400, 1900))
         assert window["gene_region"] in (None, "protein_coding", "trna")
     test = sample_eval_windows(records, "test", 5, random.Random(4))
     assert {w["record"] for w in test} == {"r1", "hbb"}

@@ -4,22 +4,28 @@
 
 Reads the packages of `sources.py`, labels every record with a species group
 (mammal, vertebrate, invertebrate, plant, fungus; prokaryotes stay untagged)
-and, where annotations allow, genes with a region type from their GFF or
-GenBank features. Each record is split by locus: the first 90% trains, the
-next 5% validates, the last 5% tests; the human beta-globin entry (HUMHBB) is
-held out whole, and human chromosome 17 is never read. Training windows are
-1,512 bases (252 tokens): gene windows start at a gene's 5' end on its strand
-and carry its region; the others start anywhere, on either strand. Prompts
-follow the Carbon template mix: no tag 50%, species+region, species only and
-region only 1/6 each (a missing label drops that tag). Everything used and
-counted is written to `data_card.json`.
+and reads its gene structures (`annotation.py`: GTF transcripts, GenBank CDS,
+the hg19 exon table). Each record is split by locus: the first 90% trains,
+the next 5% validates, the last 5% tests, and a transcript belongs to a part
+only when it lies wholly inside it. Held out whole, for testing only: the
+human GenBank entries (the beta-globin locus HUMHBB and epsilon-globin among
+them) and the augustus-doc locus in human and the six other mammals that
+carry its orthologues. Human chromosome 17 is never read.
+
+Training windows are up to 1,512 bases (252 tokens), drawn in the spirit of
+Carbon's mix (eukaryotic genes, mature mRNA, splice-enriched sequence,
+bacterial genomes): spliced mRNA of annotated transcripts, genomic gene
+windows on the gene's strand, windows placed across an exon-intron boundary,
+and genomic windows anywhere on either strand (`MIX`). Prompts follow the
+Carbon template mix: no tag 50%, species+region, species only and region only
+1/6 each (a missing label drops that tag). The held-out variant sets of
+`variant_sets.py` are written beside the windows; everything used and counted
+goes into `data_card.json`.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import json
 import random
 import re
@@ -32,7 +38,9 @@ from Bio import SeqIO
 
 from ..dna import reverse_complement
 from ..tags import SCHEMES
+from .annotation import Transcript, genbank_transcripts, open_text, read_exon_table, read_gtf
 from .sources import PACKAGES, fetch
+from .variant_sets import held_out_variant_sets
 
 WINDOW_TOKENS = 252  # with up to two tags and <dna>, a row fits the 256-token demo context
 K = 6
@@ -41,9 +49,11 @@ EVAL_CONTEXT = 594  # 99 whole tokens of context before the 30 bases to recover
 EVAL_TARGET = 30
 GROUPS = ("mammal", "vertebrate", "invertebrate", "plant", "fungus", "prokaryote")
 #: training bases sampled per group (a group with less data is sampled more than once over)
-TRAIN_BASES = {"mammal": 5_000_000, "vertebrate": 600_000, "invertebrate": 3_500_000, "plant": 3_500_000,
-               "fungus": 1_200_000, "prokaryote": 1_500_000}
-GENE_WINDOW_FRACTION = 0.4
+TRAIN_BASES = {"mammal": 24_000_000, "vertebrate": 2_500_000, "invertebrate": 13_000_000, "plant": 24_000_000,
+               "fungus": 4_000_000, "prokaryote": 14_000_000}
+#: share of each kind of window; a kind a record's annotation cannot give falls back to "genomic"
+MIX = {"mrna": 0.35, "gene": 0.2, "splice": 0.15, "genomic": 0.3}
+MIN_MRNA = 300  # shorter transcripts are too short a window to teach much
 
 BIOTYPE_REGION = {
     "protein_coding": "protein_coding", "cds": "protein_coding", "mrna": "protein_coding",
@@ -61,34 +71,28 @@ class Record:
     group: str
     species: str
     source: str
-    genes: list[tuple[int, int, int, str]] = field(default_factory=list)  # start, end, strand, region
+    transcripts: list[Transcript] = field(default_factory=list)
     held_out: bool = False  # the whole record is test data
 
+    def part_of(self, transcript: Transcript) -> str | None:
+        """'train', 'validation' or 'test' when the transcript lies wholly inside that part, else None."""
+        if self.held_out:
+            return "test"
+        a, b = split_bounds(len(self.seq))
+        if transcript.end <= a:
+            return "train"
+        if a <= transcript.start and transcript.end <= b:
+            return "validation"
+        return "test" if transcript.start >= b else None
 
-def _open_text(path: Path):
-    return io.TextIOWrapper(gzip.open(path)) if path.suffix == ".gz" else open(path)
+
+def region_of(transcript: Transcript) -> str | None:
+    return BIOTYPE_REGION.get(transcript.biotype.lower())
 
 
 def _read_fasta(path: Path) -> list[tuple[str, str, str]]:
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         return [(r.id, r.description, str(r.seq).upper()) for r in SeqIO.parse(handle, "fasta")]
-
-
-def _read_gff_genes(path: Path) -> dict[str, list[tuple[int, int, int, str]]]:
-    """Genes with a known region type, per sequence id (GFF3, RefSeq style)."""
-    genes: dict[str, list] = defaultdict(list)
-    with _open_text(path) as handle:
-        for line in handle:
-            if line.startswith("#"):
-                continue
-            cols = line.rstrip("\n").split("\t")
-            if len(cols) < 9 or cols[2] not in ("gene", "pseudogene"):
-                continue
-            biotype = re.search(r"gene_biotype=([^;]+)", cols[8])
-            region = BIOTYPE_REGION.get(biotype.group(1).lower()) if biotype else None
-            if region:
-                genes[cols[0]].append((int(cols[3]) - 1, int(cols[4]), -1 if cols[6] == "-" else 1, region))
-    return genes
 
 
 def _group_of_taxonomy(taxonomy: list[str]) -> str | None:
@@ -108,9 +112,12 @@ def _group_of_taxonomy(taxonomy: list[str]) -> str | None:
     return None
 
 
+def _is_human(species: str) -> bool:
+    return "homo sapiens" in species.lower() or "human" in species.lower()
+
+
 def _is_human_chr17(species: str, description: str) -> bool:
-    human = "homo sapiens" in species.lower() or "human" in species.lower()
-    return human and bool(re.search(r"(chromosome|chr)\s*17(\b|[^0-9])", description, re.IGNORECASE))
+    return _is_human(species) and bool(re.search(r"(chromosome|chr)\s*17(\b|[^0-9])", description, re.IGNORECASE))
 
 
 def _genbank_records(path: Path, source: str) -> list[Record]:
@@ -122,29 +129,21 @@ def _genbank_records(path: Path, source: str) -> list[Record]:
             continue
         if _is_human_chr17(species, entry.description):
             continue
-        genes = []
-        for feature in entry.features:
-            region = BIOTYPE_REGION.get(feature.type.lower())
-            if region and feature.location is not None:
-                genes.append((int(feature.location.start), int(feature.location.end),
-                              -1 if feature.location.strand == -1 else 1, region))
-        records.append(Record(entry.name, str(entry.seq).upper(), group, species, source, genes,
-                              held_out=entry.name == "HUMHBB"))
+        records.append(Record(entry.name, str(entry.seq).upper(), group, species, source,
+                              genbank_transcripts(entry), held_out=_is_human(species)))
     return records
 
 
-def _fasta_records(root: Path, fasta_glob: str, gff_glob: str | None, group: str, species: str,
-                   source: str) -> list[Record]:
+def _fasta_records(root: Path, fasta_glob: str, group: str, species: str, source: str,
+                   transcripts: dict[str, list[Transcript]] | None = None, held_out: bool = False,
+                   aliases: dict[str, str] | None = None) -> list[Record]:
     records = []
     for fasta in sorted(root.glob(fasta_glob)):
-        genes = {}
-        if gff_glob:
-            gff = sorted(root.glob(gff_glob))
-            genes = _read_gff_genes(gff[0]) if gff else {}
         for rid, description, seq in _read_fasta(fasta):
             if _is_human_chr17(species, description):
                 continue
-            records.append(Record(rid, seq, group, species, source, genes.get(rid, [])))
+            genes = (transcripts or {}).get((aliases or {}).get(rid, rid), [])
+            records.append(Record(rid, seq, group, species, source, genes, held_out))
     return records
 
 
@@ -167,20 +166,26 @@ def load_records(root: Path) -> list[Record]:
     ]
     records: list[Record] = []
     for package, prefix, group, species in refseq:
-        records += _fasta_records(root, f"{package}/data/{prefix}_GC*_genomic.fna.gz",
-                                  f"{package}/data/{prefix}.gff.gz", group, species, package)
-    records += _fasta_records(root, "pyrodigal/tests/data/GCF_001457455.1_NCTC11397_genomic.fna.gz", None,
+        gtf = root / f"{package}/data/{prefix}.gtf.gz"
+        records += _fasta_records(root, f"{package}/data/{prefix}_GC*_genomic.fna.gz", group, species, package,
+                                  read_gtf(gtf) if gtf.exists() else None)
+    records += _fasta_records(root, "pyrodigal/tests/data/GCF_001457455.1_NCTC11397_genomic.fna.gz",
                               "prokaryote", "Escherichia coli NCTC11397", "pyrodigal")
-    records += _fasta_records(root, "usr/share/doc/vt/examples/ref/20.fa.gz", None, "mammal",
-                              "Homo sapiens (GRCh37 chromosome 20)", "vt-examples")
-    cgp = "usr/share/doc/augustus/tutorial-cgp/data/genomes"
+    exon_table = read_exon_table(root / "usr/share/doc/subread/examples/annotation/hg19_RefSeq_exon.txt.gz")
+    records += _fasta_records(root, "usr/share/doc/vt/examples/ref/20.fa.gz", "mammal",
+                              "Homo sapiens (GRCh37 chromosome 20)", "vt-examples", exon_table, aliases={"20": "chr20"})
+    cgp = "usr/share/doc/augustus/tutorial-cgp/data"
+    human_locus = read_gtf(root / f"{cgp}/refseq/refseq.hg38.gtf")
     for assembly, group, species in [
         ("hg38", "mammal", "Homo sapiens"), ("rheMac3", "mammal", "Macaca mulatta"),
         ("mm10", "mammal", "Mus musculus"), ("rn6", "mammal", "Rattus norvegicus"),
         ("bosTau8", "mammal", "Bos taurus"), ("canFam3", "mammal", "Canis familiaris"),
         ("monDom5", "mammal", "Monodelphis domestica"), ("galGal4", "vertebrate", "Gallus gallus"),
     ]:
-        records += _fasta_records(root, f"{cgp}/{assembly}.fa", None, group, species, "augustus-doc")
+        # The human locus and its mammalian orthologues test only; the chicken locus is the only
+        # vertebrate genome here, so it is split by locus like the others.
+        records += _fasta_records(root, f"{cgp}/genomes/{assembly}.fa", group, species, "augustus-doc",
+                                  human_locus if assembly == "hg38" else None, held_out=group == "mammal")
     for division in ("gbpri1", "gbrod1", "gbvrt", "gbinv1", "gbpln1", "gbpln2", "gbbct1"):
         path = root / f"usr/share/EMBOSS/test/genbank/{division}.seq"
         if path.exists():
@@ -213,40 +218,84 @@ def _choose_tags(rng: random.Random, group: str, region: str | None) -> tuple[st
     return None, region
 
 
+def _stranded(seq: str, start: int, strand: int) -> str:
+    """WINDOW bases read on `strand` from forward position `start` (the 5' end on that strand)."""
+    if strand == 1:
+        return seq[start : start + WINDOW]
+    return reverse_complement(seq[max(start - WINDOW + 1, 0) : start + 1])
+
+
+def _window(record: Record, kind: str, transcripts: list[Transcript], rng: random.Random
+            ) -> tuple[str, str | None] | None:
+    """One training window of `kind` from the train part of `record`: (bases, region) or None."""
+    train_end = split_bounds(len(record.seq))[0]
+    if kind == "genomic":
+        offset = rng.randrange(0, train_end - WINDOW + 1)
+        seq = record.seq[offset : offset + WINDOW]
+        return (reverse_complement(seq) if rng.random() < 0.5 else seq), None
+    transcript = rng.choice(transcripts)
+    region = region_of(transcript)
+    if kind == "mrna":
+        mrna = transcript.spliced(record.seq)
+        if len(mrna) < MIN_MRNA:
+            return None
+        offset = 0 if rng.random() < 0.5 or len(mrna) <= WINDOW else rng.randrange(0, len(mrna) - WINDOW + 1)
+        return mrna[offset : offset + WINDOW], region
+    if kind == "gene":  # from the gene's 5' end or from anywhere inside it, on its strand
+        five_prime = transcript.start if transcript.strand == 1 else transcript.end - 1
+        start = five_prime if rng.random() < 0.5 else rng.randrange(transcript.start, transcript.end)
+    else:  # "splice": an exon-intron boundary anywhere in the window
+        boundary = rng.choice([p for intron in transcript.introns() for p in intron])
+        shift = rng.randrange(0, WINDOW)
+        start = boundary - shift if transcript.strand == 1 else boundary + shift
+    lo = start if transcript.strand == 1 else start - WINDOW + 1
+    if lo < 0 or lo + WINDOW > train_end:
+        return None
+    return _stranded(record.seq, start, transcript.strand), region
+
+
+def _candidates(record: Record, kind: str) -> list[Transcript]:
+    """The train-part transcripts of `record` that can give a window of `kind`."""
+    train = [t for t in record.transcripts if record.part_of(t) == "train"]
+    if kind == "mrna":  # mature mRNA needs real transcript models, not the exon table's gene unions
+        return [t for t in train if t.biotype]
+    if kind == "splice":
+        return [t for t in train if len(t.exons) > 1]
+    return train
+
+
 def sample_training_windows(records: list[Record], rng: random.Random) -> list[dict]:
+    """Windows per group up to TRAIN_BASES, each of a kind drawn from MIX; a kind is drawn from the
+    group's records that can give it (by train length), and falls back to "genomic" where none can."""
     windows: list[dict] = []
     by_group: dict[str, list[Record]] = defaultdict(list)
     for record in records:
         if not record.held_out and split_bounds(len(record.seq))[0] >= WINDOW:
             by_group[record.group].append(record)
-    for group, members in by_group.items():
-        lengths = np.array([split_bounds(len(r.seq))[0] for r in members], dtype=float)
-        weights = lengths / lengths.sum()
+    for group, members in sorted(by_group.items()):
+        sources = {}  # kind -> (records, their transcripts, weights)
+        for kind in MIX:
+            found = [(r, [] if kind == "genomic" else _candidates(r, kind)) for r in members]
+            found = [(r, ts) for r, ts in found if kind == "genomic" or ts]
+            if found:
+                sources[kind] = (found, [split_bounds(len(r.seq))[0] for r, _ in found])
         target = TRAIN_BASES[group]
         taken = 0
         attempts = 0
         while taken < target and attempts < 50 * target // WINDOW:
             attempts += 1
-            record = members[rng.choices(range(len(members)), weights)[0]]
-            train_end = split_bounds(len(record.seq))[0]
-            genes = [g for g in record.genes if (g[0] + WINDOW <= train_end if g[2] == 1 else g[1] - WINDOW >= 0)
-                     and g[1] <= train_end]
-            region = None
-            if genes and rng.random() < GENE_WINDOW_FRACTION:
-                start, end, strand, region = rng.choice(genes)
-                seq = record.seq[start : start + WINDOW] if strand == 1 else reverse_complement(
-                    record.seq[end - WINDOW : end])
-            else:
-                offset = rng.randrange(0, train_end - WINDOW + 1)
-                seq = record.seq[offset : offset + WINDOW]
-                if rng.random() < 0.5:
-                    seq = reverse_complement(seq)
-            if not _usable(seq):
+            kind = rng.choices(list(MIX), list(MIX.values()))[0]
+            kind = kind if kind in sources else "genomic"
+            found, weights = sources[kind]
+            record, candidates = rng.choices(found, weights)[0]
+            window = _window(record, kind, candidates, rng)
+            if window is None or len(window[0]) < MIN_MRNA or not _usable(window[0]):
                 continue
+            seq, region = window
             species, region_tag = _choose_tags(rng, group, region)
             windows.append({"seq": seq, "group": group, "species": species, "region": region_tag,
-                            "gene_region": region, "record": record.id})
-            taken += WINDOW
+                            "gene_region": region, "kind": kind, "record": record.id})
+            taken += len(seq)
     rng.shuffle(windows)
     return windows
 
@@ -289,13 +338,15 @@ def tag_ids(tokenizer, species: str | None, region: str | None) -> list[int]:
 
 
 def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Token rows [N, 2 + 1 + 128] (left-aligned, right-padded) and the index of `<dna>` in each."""
+    """Token rows [N, 2 + 1 + 252] (left-aligned, right-padded) and the index of `<dna>` in each.
+
+    A window shorter than WINDOW (a short mRNA) keeps its whole 6-mers and is padded."""
     width = 2 + 1 + WINDOW_TOKENS
     rows = np.full((len(windows), width), pad_id, dtype=np.int32)
     dna_at = np.zeros(len(windows), dtype=np.int32)
     for i, window in enumerate(windows):
         prefix = tag_ids(tokenizer, window["species"], window["region"])
-        ids = prefix + tokenizer.kmer_ids(window["seq"])
+        ids = prefix + tokenizer.kmer_ids(window["seq"][: len(window["seq"]) // K * K])
         rows[i, : len(ids)] = ids
         dna_at[i] = len(prefix) - 1
     return rows, dna_at
@@ -311,26 +362,31 @@ def build(out_dir: Path, raw_dir: Path, seed: int = 0) -> dict:
     train = sample_training_windows(records, rng)
     validation = sample_eval_windows(records, "validation", 100, rng)
     test = sample_eval_windows(records, "test", 200, rng)
+    variants = held_out_variant_sets(records, rng)
     rows, dna_at = to_rows(train, tokenizer, tokenizer.text_tokenizer.pad_token_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "train_rows.npy", rows)
     np.save(out_dir / "train_dna_at.npy", dna_at)
     (out_dir / "validation.json").write_text(json.dumps(validation))
     (out_dir / "test.json").write_text(json.dumps(test))
+    (out_dir / "test_variants.json").write_text(json.dumps(variants))
 
     card = {
         "sources": [{"package": p.name, "version": p.version, "client": p.client} for p in PACKAGES],
         "seed": seed,
         "window_bases": WINDOW,
-        "split": "per record by locus: first 90% train, next 5% validation, last 5% test; HUMHBB test only; "
+        "split": "per record by locus: first 90% train, next 5% validation, last 5% test (a transcript belongs "
+                 "to a part only when wholly inside it); test only: the human GenBank entries (HUMHBB and "
+                 "epsilon-globin among them) and the augustus-doc locus in human and six other mammals; "
                  "human chromosome 17 excluded",
         "groups": {},
         "template_mix": dict(Counter(
             ("species+region" if w["species"] and w["region"] else "species" if w["species"]
              else "region" if w["region"] else "none") for w in train)),
-        "train_regions": dict(Counter(w["gene_region"] or "genomic" for w in train)),
+        "train_regions": dict(Counter(w["gene_region"] or "none" for w in train)),
+        "train_kinds": dict(Counter(w["kind"] for w in train)),
         "train_windows": len(train),
-        "train_bases": len(train) * WINDOW,
+        "train_bases": sum(len(w["seq"]) for w in train),
         "validation_windows": len(validation),
         "test_windows": len(test),
     }
@@ -341,10 +397,12 @@ def build(out_dir: Path, raw_dir: Path, seed: int = 0) -> dict:
             "records": len(members),
             "bases_available": sum(len(r.seq) for r in members),
             "train_windows": sum(w["group"] == group for w in train),
-            "train_bases": sum(w["group"] == group for w in train) * WINDOW,
-            "annotated_genes": sum(len(r.genes) for r in members),
+            "train_bases": sum(len(w["seq"]) for w in train if w["group"] == group),
+            "transcripts": sum(len(r.transcripts) for r in members),
             "validation_windows": sum(w["group"] == group for w in validation),
             "test_windows": sum(w["group"] == group for w in test),
+            "test_variants": {task: dict(Counter(v["kind"] for v in found if v["group"] == group))
+                              for task, found in variants.items()},
         }
     (out_dir / "data_card.json").write_text(json.dumps(card, indent=2) + "\n")
     return card
@@ -365,6 +423,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{info['train_bases']:12,d} {info['validation_windows']:5d} {info['test_windows']:5d}")
     print(f"template mix: {card['template_mix']}")
     print(f"train regions: {card['train_regions']}")
+    print(f"train window kinds: {card['train_kinds']}")
+    print(f"held-out variants: {json.dumps({g: i['test_variants'] for g, i in card['groups'].items()})}")
     print(f"wrote {args.out}/data_card.json")
 
 

@@ -1,9 +1,9 @@
 """Evaluate the demo models on the held-out split and write their model cards.
 
     python -m carbon_app.training.evaluate --target runs/carbon-demo/model \
-        --draft runs/carbon-demo-draft/model [--install assets/models]
+        --draft runs/carbon-demo-draft/model [--previous assets/models/carbon-demo] [--install assets/models]
 
-Measured in one run, on the test windows of `carbon_app.training.data`:
+Measured in one run, on the held-out data of `carbon_app.training.data`:
 
 - sequence recovery as in the Carbon evaluations: 594 bases of context, the
   next 30 bases generated greedily at base level (bp mode), per-base accuracy;
@@ -11,6 +11,10 @@ Measured in one run, on the test windows of `carbon_app.training.data`:
   same training windows (k chosen by recovery on the validation windows);
 - whether a species tag helps its own group (recovery and log-likelihood of the
   30 bases, with minus without the tag);
+- variant effects in held-out genes (`variant_sets.py`), scored as the app
+  scores them: AUROC of -delta for stop-gain vs synonymous and splice-site vs
+  deep-intronic substitutions, and the share of random substitutions with a
+  negative delta, beside the Markov baseline and the model being replaced;
 - draft-vs-target agreement: how often the draft's greedy 6-mer equals the
   target's along the target's own greedy continuation (the acceptance rate of
   greedy speculative decoding).
@@ -36,6 +40,7 @@ from ..score import score_sequence, score_variant
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 
 MAX_MARKOV_ORDER = 10
+VARIANT_WINDOW = 1200
 _DIGIT = {b: i for i, b in enumerate("ATCG")}
 
 
@@ -43,44 +48,62 @@ _DIGIT = {b: i for i, b in enumerate("ATCG")}
 
 
 def training_bases(data: Path) -> np.ndarray:
-    """The training windows as base digits [N, L] (A=0 T=1 C=2 G=3), decoded from their token rows;
-    windows holding an `<oov>` 6-mer (runs of N) are left out."""
+    """The training windows as base digits [N, L] (A=0 T=1 C=2 G=3, -1 where a window is shorter or
+    holds an `<oov>` 6-mer), decoded from their token rows."""
     rows = np.load(data / "train_rows.npy").astype(np.int64)
     dna_at = np.load(data / "train_dna_at.npy").astype(np.int64)
     config = json.loads((data / "tokenizer" / "dna_config.json").read_text())
     kmer_start = config["dna_start_id"] + len(config["dna_special_tokens"])
-    columns = dna_at[:, None] + 1 + np.arange(WINDOW_TOKENS)
+    columns = np.minimum(dna_at[:, None] + 1 + np.arange(WINDOW_TOKENS), rows.shape[1] - 1)
     kmers = np.take_along_axis(rows, columns, axis=1) - kmer_start
-    kmers = kmers[((kmers >= 0) & (kmers < 4096)).all(axis=1)]
-    digits = (kmers[..., None] // 4 ** np.arange(5, -1, -1)) % 4
+    valid = (kmers >= 0) & (kmers < 4096) & (dna_at[:, None] + 1 + np.arange(WINDOW_TOKENS) < rows.shape[1])
+    digits = (np.where(valid, kmers, 0)[..., None] // 4 ** np.arange(5, -1, -1)) % 4
+    digits[~valid] = -1
     return digits.reshape(len(kmers), -1)
 
 
 class MarkovModel:
-    """Greedy k-th order Markov predictor with back-off to shorter contexts never seen."""
+    """k-th order Markov model of the training windows: greedy recovery and per-base log-likelihoods,
+    both backing off to shorter contexts where a context was (almost) never seen."""
 
     def __init__(self, windows: np.ndarray, max_order: int = MAX_MARKOV_ORDER):
         self.counts = []
         length = windows.shape[1]
         for order in range(max_order + 1):
             index = np.zeros((windows.shape[0], length - order), dtype=np.int64)
+            valid = np.ones(index.shape, dtype=bool)
             for j in range(order + 1):  # (k+1)-mer codes built a base at a time, to keep memory flat
-                index = index * 4 + windows[:, j : length - order + j]
-            self.counts.append(np.bincount(index.ravel(), minlength=4 ** (order + 1)).reshape(-1, 4))
+                column = windows[:, j : length - order + j]
+                index = index * 4 + np.maximum(column, 0)
+                valid &= column >= 0
+            self.counts.append(np.bincount(index[valid], minlength=4 ** (order + 1)).reshape(-1, 4))
+
+    def _row(self, history: list[int], order: int, min_count: int = 1) -> np.ndarray:
+        for k in range(order, -1, -1):
+            index = sum(d * 4 ** (k - 1 - i) for i, d in enumerate(history[len(history) - k :])) if k else 0
+            row = self.counts[k][index]
+            if row.sum() >= min_count:
+                return row
+        return self.counts[0][0]
 
     def recover(self, context: str, n: int, order: int) -> str:
         history = [_DIGIT[b] for b in context]
         out = []
         for _ in range(n):
-            for k in range(order, -1, -1):
-                index = sum(d * 4 ** (k - 1 - i) for i, d in enumerate(history[len(history) - k :])) if k else 0
-                row = self.counts[k][index]
-                if row.sum():
-                    break
-            base = int(row.argmax())
+            base = int(self._row(history, order).argmax())
             out.append(base)
             history.append(base)
         return "".join("ATCG"[d] for d in out)
+
+    def loglik(self, seq: str, order: int) -> float:
+        """Log-likelihood of `seq` (contexts seen fewer than 10 times back off; +0.5 smoothing)."""
+        history: list[int] = []
+        total = 0.0
+        for base in seq:
+            row = self._row(history, order, min_count=10) + 0.5
+            total += float(np.log(row[_DIGIT[base]] / row.sum()))
+            history.append(_DIGIT[base])
+        return total
 
 
 def accuracy(predicted: str, truth: str) -> float:
@@ -123,18 +146,69 @@ def tag_loglikelihood_delta(bundle, windows: list[dict]) -> dict[str, float]:
     return {group: float(np.mean(values)) for group, values in deltas.items()}
 
 
-def random_snv_deltas(bundle, windows: list[dict], seed: int = 0) -> dict[str, float]:
-    """Sign-convention check: a random substitution in real held-out DNA should
-    usually make it less likely (delta = LL(alt) - LL(ref) < 0)."""
+def auroc(positives: list[float], negatives: list[float]) -> float:
+    """Probability that a positive scores above a negative (ties count half): the area under the ROC."""
+    pos, neg = np.asarray(positives)[:, None], np.asarray(negatives)[None, :]
+    return float((pos > neg).mean() + 0.5 * (pos == neg).mean())
+
+
+def variant_deltas(delta_of, variants: list[dict]) -> list[float]:
+    """`delta_of(context, variant_text)` for each held-out variant."""
+    return [delta_of(v["context"], f"{v['context_pos']}:{v['ref']}>{v['alt']}") for v in variants]
+
+
+def model_delta(bundle):
+    """The app's default score: frame-averaged, strand-averaged, a 1,200-base window, no tags."""
+    return lambda context, variant: score_variant(bundle, context, variant, window=VARIANT_WINDOW,
+                                                  strand_average=True).delta
+
+
+def markov_delta(markov: MarkovModel, order: int):
+    """The same delta under the Markov baseline: the centred window, strand-averaged."""
+    from ..dna import reverse_complement
+    from ..score import Variant, variant_window
+
+    def delta(context: str, text: str) -> float:
+        variant = Variant.parse(text)
+        start, end = variant_window(len(context), variant.pos - 1, len(variant.ref), VARIANT_WINDOW)
+        ref = context[start:end]
+        at = variant.pos - 1 - start
+        alt = ref[:at] + variant.alt + ref[at + len(variant.ref) :]
+        both = [markov.loglik(s, order) + markov.loglik(reverse_complement(s), order) for s in (ref, alt)]
+        return (both[1] - both[0]) / 2
+
+    return delta
+
+
+def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0) -> dict:
+    """(a) AUROC of -delta, stop-gain vs synonymous; (b) splice-site vs deep-intronic; per group and
+    pooled; (c) the share of random SNVs (a random base within 100 of every third held-out site) with
+    delta < 0."""
+    out: dict = {}
+    for task, positive, negative in (("coding", "stop_gain", "synonymous"),
+                                     ("splice", "splice_site", "deep_intronic")):
+        variants = variant_sets[task]
+        deltas = variant_deltas(delta_of, variants)
+        scores = {g: {positive: [], negative: []} for g in sorted({v["group"] for v in variants})}
+        for v, d in zip(variants, deltas, strict=True):
+            scores[v["group"]][v["kind"]].append(-d)
+        table = {g: auroc(s[positive], s[negative]) for g, s in scores.items()}
+        table["all"] = auroc([-d for v, d in zip(variants, deltas, strict=True) if v["kind"] == positive],
+                             [-d for v, d in zip(variants, deltas, strict=True) if v["kind"] == negative])
+        out[task] = {"auroc": table, "variants": {g: len(s[positive]) + len(s[negative]) for g, s in scores.items()},
+                     "mean_delta": {kind: float(np.mean([d for v, d in zip(variants, deltas, strict=True)
+                                                         if v["kind"] == kind])) for kind in (positive, negative)}}
     rng = random.Random(seed)
-    deltas = []
-    for window in windows:
-        seq = window["seq"]
-        pos = rng.randrange(len(seq) // 4, 3 * len(seq) // 4)
-        alt = rng.choice([b for b in "ACGT" if b != seq[pos]])
-        deltas.append(score_variant(bundle, seq, f"{pos + 1}:{seq[pos]}>{alt}", window=len(seq)).delta)
-    return {"variants": len(deltas), "fraction_negative": float(np.mean(np.array(deltas) < 0)),
-            "mean_delta": float(np.mean(deltas))}
+    randoms = []
+    for v in (variant_sets["coding"] + variant_sets["splice"])[::3]:
+        at = min(max(v["context_pos"] - 1 + rng.randint(-100, 100), 0), len(v["context"]) - 1)
+        if v["context"][at] in "ACGT":
+            alt = rng.choice([b for b in "ACGT" if b != v["context"][at]])
+            randoms.append({**v, "context_pos": at + 1, "ref": v["context"][at], "alt": alt})
+    random_deltas = variant_deltas(delta_of, randoms)
+    out["random"] = {"variants": len(random_deltas), "fraction_negative": float(np.mean(np.array(random_deltas) < 0)),
+                     "mean_delta": float(np.mean(random_deltas))}
+    return out
 
 
 @torch.inference_mode()
@@ -159,9 +233,10 @@ def greedy_agreement(target, draft, windows: list[dict], tokens: int = 30) -> di
     return {mode: float(np.mean(values)) for mode, values in agree.items()}
 
 
-def evaluate(target_dir: Path, draft_dir: Path | None, data: Path) -> dict:
+def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir: Path | None = None) -> dict:
     validation = json.loads((data / "validation.json").read_text())
     test = json.loads((data / "test.json").read_text())
+    variant_sets = json.loads((data / "test_variants.json").read_text())
     print(f"fitting Markov models (orders 0-{MAX_MARKOV_ORDER}) on the training windows", flush=True)
     markov = MarkovModel(training_bases(data))
     val_by_order = {k: recovery(validation, lambda w, k=k: markov.recover(w["seq"][:EVAL_CONTEXT], EVAL_TARGET, k))
@@ -176,7 +251,10 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path) -> dict:
         "markov_order": best_order,
         "markov_validation_by_order": val_by_order,
         "markov": recovery(test, lambda w: markov.recover(w["seq"][:EVAL_CONTEXT], EVAL_TARGET, best_order)),
+        "variant_window": VARIANT_WINDOW,
     }
+    print("variant effects under the Markov baseline", flush=True)
+    results["markov_variants"] = variant_signal(markov_delta(markov, best_order), variant_sets)
     target = load_bundle(str(target_dir))
     print("target recovery, no tag / own species tag", flush=True)
     results["target"] = model_recovery(target, test, with_species=False)
@@ -184,7 +262,13 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path) -> dict:
     results["species_tag_recovery_delta"] = {g: results["target_species_tag"][g] - results["target"][g]
                                              for g in results["target"] if g not in ("all", "prokaryote")}
     results["species_tag_loglik_delta_per_base"] = tag_loglikelihood_delta(target, test)
-    results["random_snv"] = random_snv_deltas(target, test)
+    print("target variant effects", flush=True)
+    results["target_variants"] = variant_signal(model_delta(target), variant_sets)
+    if previous_dir is not None:
+        print("previous model: recovery and variant effects", flush=True)
+        previous = load_bundle(str(previous_dir))
+        results["previous"] = model_recovery(previous, test, with_species=False)
+        results["previous_variants"] = variant_signal(model_delta(previous), variant_sets)
     if draft_dir is not None:
         draft = load_bundle(str(draft_dir))
         print("draft recovery and greedy agreement with the target", flush=True)
@@ -193,18 +277,49 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path) -> dict:
     return results
 
 
+def quality_summary(results: dict) -> dict:
+    """The few numbers the app shows beside a score: how far this model's variant scores can be trusted."""
+    variants = results["target_variants"]
+    return {"demo": True,
+            "stop_gain_vs_synonymous_auroc": variants["coding"]["auroc"]["all"],
+            "splice_site_vs_deep_intronic_auroc": variants["splice"]["auroc"]["all"],
+            "random_snv_fraction_negative": variants["random"]["fraction_negative"],
+            "window": results["variant_window"]}
+
+
 # -- reporting -----------------------------------------------------------------------------
 
 
 def recovery_table(results: dict) -> str:
-    rows = [("uniform guess", results["uniform"]), (f"Markov, order {results['markov_order']}", results["markov"]),
-            ("carbon-demo, no tag", results["target"]), ("carbon-demo, species tag", results["target_species_tag"])]
+    rows = [("uniform guess", results["uniform"]), (f"Markov, order {results['markov_order']}", results["markov"])]
+    if "previous" in results:
+        rows.append(("previous carbon-demo, no tag", results["previous"]))
+    rows += [("carbon-demo, no tag", results["target"]), ("carbon-demo, species tag", results["target_species_tag"])]
     if "draft" in results:
         rows.append(("carbon-demo-draft, no tag", results["draft"]))
     groups = [g for g in (*GROUPS, "all") if g in results["target"]]
     lines = ["| predictor | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
     for name, values in rows:
         lines.append(f"| {name} | " + " | ".join(f"{100 * values.get(g, float('nan')):.1f}" for g in groups) + " |")
+    return "\n".join(lines)
+
+
+def variant_table(results: dict) -> str:
+    """AUROC per task and group, and the random-SNV share, for each predictor measured."""
+    rows = [(f"Markov, order {results['markov_order']}", results["markov_variants"])]
+    if "previous_variants" in results:
+        rows.append(("previous carbon-demo", results["previous_variants"]))
+    rows.append(("carbon-demo", results["target_variants"]))
+    columns = [(task, g) for task in ("coding", "splice") for g in results["target_variants"][task]["auroc"]]
+    names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs deep intronic"}
+    lines = ["| predictor | " + " | ".join(f"{names[t]}: {g}" for t, g in columns) + " | random SNVs with delta < 0 |",
+             "|---|" + "---|" * (len(columns) + 1)]
+    for name, values in rows:
+        lines.append(f"| {name} | " + " | ".join(f"{values[t]['auroc'][g]:.3f}" for t, g in columns)
+                     + f" | {100 * values['random']['fraction_negative']:.1f}% |")
+    counts = results["target_variants"]
+    lines.append("| variants | " + " | ".join(str(counts[t]["variants"].get(g, sum(counts[t]["variants"].values())))
+                                            for t, g in columns) + f" | {counts['random']['variants']} |")
     return "\n".join(lines)
 
 
@@ -274,9 +389,21 @@ Sequence recovery, % of the next {EVAL_TARGET} bases recovered greedily (bp mode
 Species tag on its own group, tagged minus untagged: recovery
 {json.dumps({g: round(100 * v, 2) for g, v in tag.items()})} (percentage points); mean log-likelihood per base
 {json.dumps({g: round(v, 4) for g, v in loglik.items()})}.
-Random single-base substitutions in held-out DNA ({results['random_snv']['variants']}, one per test window,
-whole window scored): {100 * results['random_snv']['fraction_negative']:.1f}% make the sequence less likely
-(delta = LL(alt) - LL(ref) < 0), mean delta {results['random_snv']['mean_delta']:.3f}.
+
+### Variant effects in held-out genes
+
+Single-base substitutions in annotated genes never trained on (held out whole, by locus; human genes
+from the held-out GenBank entries and the augustus-doc locus), each scored as the app scores a variant:
+delta = LL(alt) - LL(ref) over a {results['variant_window']:,}-base window centred on it, averaged over
+the six 6-mer frames and both strands, no tags. AUROC of -delta (1.0: every damaging variant scores
+below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substitutions inside the CDS
+(the same number of each from every gene); (b) substitutions of the canonical GT/AG splice dinucleotides
+versus deep-intronic ones (at least 100 bases into the same introns); last column: the share of random
+substitutions (a random base within 100 bases of every third site) that make the sequence less likely.
+{'The previous carbon-demo saw the human entries and the augustus-doc locus in training.'
+ if 'previous_variants' in results else ''}
+
+{variant_table(results)}
 {'' if agreement is None else f'''
 Draft-vs-target greedy agreement (the acceptance rate of greedy speculative decoding): token mode
 {100 * agreement['token']:.1f}%, bp mode {100 * agreement['bp']:.1f}%.
@@ -312,16 +439,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", type=Path, required=True)
     parser.add_argument("--draft", type=Path)
     parser.add_argument("--data", type=Path, default=Path("data/demo"))
+    parser.add_argument("--previous", type=Path, help="the model being replaced, measured beside the new one")
     parser.add_argument("--install", type=Path, help="copy the models with their cards into this folder")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    results = evaluate(args.target, args.draft, args.data)
+    results = evaluate(args.target, args.draft, args.data, args.previous)
+    results["quality"] = quality_summary(results)
     print(recovery_table(results))
     print(f"species tag, recovery delta (points): "
           f"{json.dumps({g: round(100 * v, 2) for g, v in results['species_tag_recovery_delta'].items()})}")
     print(f"species tag, log-likelihood delta per base: "
           f"{json.dumps({g: round(v, 4) for g, v in results['species_tag_loglik_delta_per_base'].items()})}")
-    print(f"random SNVs in held-out DNA: {json.dumps(results['random_snv'])}")
+    print(variant_table(results))
     if "draft_greedy_agreement" in results:
         print(f"draft greedy agreement: {json.dumps(results['draft_greedy_agreement'])}")
     if args.json:

@@ -33,6 +33,7 @@ PACKAGES = [
     Package("vt-examples", "0.57721+ds-3", "apt"),  # human GRCh37 chromosome 20
     Package("augustus-doc", "3.5.0+dfsg-2", "apt"),  # one locus in 8 vertebrates (comparative tutorial)
     Package("emboss-test", "6.6.0+dfsg-12", "apt"),  # annotated GenBank entries (HUMHBB among them)
+    Package("subread-data", "2.0.3+dfsg-1", "apt"),  # hg19 RefSeq exon table (chromosome 20's genes)
 ]
 
 

@@ -32,7 +32,7 @@ from ..marginals import log_marginals
 from ..tokens import DnaConfig
 
 PRESETS = {
-    "target": dict(name="carbon-demo", hidden=256, layers=6, heads=8, kv_heads=4, ffn=704, steps=2400),
+    "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=3600),
     "draft": dict(name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352, steps=1500,
                   teacher="runs/carbon-demo/model", distill_weight=0.5),
 }
@@ -49,11 +49,11 @@ class TrainConfig:
     kv_heads: int = 4
     ffn: int = 704
     context_tokens: int = 256
-    steps: int = 2400
-    batch: int = 8
+    steps: int = 3600
+    batch: int = 32
     lr: float = 2e-3
-    min_lr: float = 2e-4
-    warmup: int = 100
+    min_lr: float = 1e-4
+    warmup: int = 150
     weight_decay: float = 0.1
     fns_from: float = 0.7  # fraction of steps after which FNS joins the loss
     teacher: str | None = None
