@@ -1,4 +1,4 @@
-"""Command line: `python -m carbon_app generate|score|tokenize|models`.
+"""Command line: `python -m carbon_app generate|score|scan|tokenize|models`.
 
 Results go to stdout (JSON with --json); any problem is one line on stderr
 and a non-zero exit code (2 for bad input or models, 1 for internal errors).
@@ -12,6 +12,7 @@ import os
 import sys
 
 from .errors import CarbonError, InputError
+from .score import DEFAULT_WINDOW, METHODS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,6 +32,21 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
+def _add_reference_args(parser: argparse.ArgumentParser) -> None:
+    """The sequence a score or scan reads, and how each variant in it is scored."""
+    _add_model_args(parser)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sequence", help="reference DNA")
+    source.add_argument("--fasta", help="FASTA file with the reference")
+    parser.add_argument("--record", help="id of the FASTA record to use when the file has several")
+    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW,
+                        help=f"bases around each variant (default {DEFAULT_WINDOW:,})")
+    parser.add_argument("--frames", type=int, help="tokenization frames to average each delta over, 1-6 "
+                        "(default 6, every frame; 1: the single centred window of the Carbon evaluations)")
+    parser.add_argument("--method", default=METHODS[0], choices=METHODS,
+                        help="marginal: reference FNS per-base score; chain: exact per-base split")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m carbon_app", description="Design and score DNA with Carbon models.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -48,17 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--samples", type=int, default=1, help="number of sequences (default 1)")
 
     score = commands.add_parser("score", help="score a variant (or a whole sequence)")
-    _add_model_args(score)
-    source = score.add_mutually_exclusive_group(required=True)
-    source.add_argument("--sequence", help="reference DNA")
-    source.add_argument("--fasta", help="FASTA file with the reference")
-    score.add_argument("--record", help="id of the FASTA record to use when the file has several")
+    _add_reference_args(score)
     score.add_argument("--variant", help="POS:REF>ALT, 1-based (120:A>G, 57:AT>A, 88:C>CTT); "
                        "without it the whole sequence is scored")
-    score.add_argument("--window", type=int, default=8000, help="bases around the variant (default 8000)")
     score.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
-    score.add_argument("--method", default="marginal", choices=["marginal", "chain"],
-                       help="marginal: reference FNS per-base score; chain: exact per-base split")
+
+    scan = commands.add_parser("scan", help="score every single-base substitution of a region")
+    _add_reference_args(scan)
+    scan.add_argument("--start", type=int, required=True, help="first position of the region (1-based)")
+    scan.add_argument("--end", type=int, required=True, help="last position of the region (inclusive)")
 
     tok = commands.add_parser("tokenize", help="show the token ids of a prompt string")
     _add_model_args(tok)
@@ -98,16 +112,20 @@ def _generate(args) -> dict:
     return result.to_dict()
 
 
-def _score(args) -> dict:
+def _reference(args) -> str:
     from .dna import read_fasta
-    from .score import score_sequence, score_variant
 
     if args.fasta is not None:
-        sequence = read_fasta(args.fasta, args.record).sequence
-    else:
-        if args.record:
-            raise InputError("--record only applies with --fasta")
-        sequence = args.sequence
+        return read_fasta(args.fasta, args.record).sequence
+    if args.record:
+        raise InputError("--record only applies with --fasta")
+    return args.sequence
+
+
+def _score(args) -> dict:
+    from .score import score_sequence, score_variant
+
+    sequence = _reference(args)
     bundle = _bundle(args)
     if args.variant is None:
         scored = score_sequence(bundle, sequence, args.species, args.region, args.method)
@@ -117,13 +135,30 @@ def _score(args) -> dict:
             print(f"LL = {scored.total:.4f} over {len(scored.sequence)} bases (mean {scored.mean:.4f} per base)")
         return data
     scored = score_variant(bundle, sequence, args.variant, args.window, args.strand_average,
-                           args.species, args.region, args.method)
+                           args.species, args.region, args.method, args.frames)
     if not args.json:
-        verdict = "less" if scored.delta < 0 else "more" if scored.delta > 0 else "as"
-        print(f"{scored.variant}: delta = LL(alt) - LL(ref) = {scored.delta:+.4f} "
-              f"(the alternate is {verdict} likely than the reference under the model); "
+        verdict = ("no clear effect: the 6-mer frames disagree on its sign" if scored.direction == "unclear"
+                   else f"the alternate is {scored.direction} likely than the reference under the model")
+        print(f"{scored.variant}: delta = LL(alt) - LL(ref) = {scored.delta:+.4f} ({verdict}); "
+              f"frames {min(scored.frame_deltas):+.4f} to {max(scored.frame_deltas):+.4f}; "
               f"window {scored.window_start}-{scored.window_end}")
-    return scored.to_dict()
+    return {**scored.to_dict(), "model_quality": bundle.quality}
+
+
+def _scan(args) -> dict:
+    from .scan import scan_substitutions
+
+    sequence = _reference(args)
+    bundle = _bundle(args)
+    result = scan_substitutions(bundle, sequence, args.start, args.end, args.window, args.species, args.region,
+                                args.method, args.frames)
+    rows = result.rows()
+    if not args.json:
+        print(result.to_tsv(), end="")
+    return {"start": result.start, "end": result.end, "window_start": result.window_start,
+            "window_end": result.window_end, "frame_bases": result.frame_bases, "method": result.method,
+            "columns": ["position", "ref", "alt", "delta"], "rows": [list(r) for r in rows],
+            "model_quality": bundle.quality}
 
 
 def _tokenize(args) -> dict:
@@ -157,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         from .models import out_of_memory_as_error
 
         hf_logging.disable_progress_bar()
-        handler = {"generate": _generate, "score": _score, "tokenize": _tokenize, "models": _models}[args.command]
+        handler = {"generate": _generate, "score": _score, "scan": _scan, "tokenize": _tokenize,
+                   "models": _models}[args.command]
         with out_of_memory_as_error("this command"):
             data = handler(args)
     except CarbonError as exc:

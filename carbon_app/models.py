@@ -16,6 +16,7 @@ unless it was created with `trust_remote_code=True`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -137,6 +138,16 @@ class ModelBundle:
                 f"{what} needs about {needed / 2**20:,.0f} MiB of working memory beside the model weights, "
                 f"but the memory budget (CARBON_MEMORY_BUDGET_GB) leaves {max(free, 0) / 2**20:,.0f} MiB: ask for "
                 "fewer samples, fewer bases or a shorter window")
+
+    @functools.cached_property
+    def quality(self) -> dict | None:
+        """The model's measured variant-effect quality on held-out genes (`eval.json`'s "quality",
+        written by the demo-model pipeline), or None when the model ships no such measurement."""
+        path = self.path / "eval.json"
+        try:
+            return json.loads(path.read_text()).get("quality") if path.exists() else None
+        except (OSError, json.JSONDecodeError):
+            return None
 
     def describe(self) -> dict:
         return {

@@ -11,13 +11,21 @@ reference is scored once and each alternate reuses what cannot change:
   the substituted token, for the (up to 18) substitutions of that token as one
   batch.
 
-delta = LL(alt window) - LL(ref window), exactly as `score_variant` computes
-it for the same window; tests check the two agree.
+delta = LL(alt window) - LL(ref window), averaged over the k tokenization
+frames, in exactly the windows `score_variant` reads for that substitution
+(`frame_windows`: centred on it, one per frame), so a substitution gets the
+same delta whatever region it is scanned in and from the Variant tab; tests
+check they agree. Neighbouring positions share windows (a window serves the
+k positions whose frames it reads), so a region of L positions costs L + k - 1
+windows, each scored once and re-read after each substituted token.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -27,7 +35,14 @@ from .dna import BASES, clean_sequence, mask_from_template
 from .errors import InputError
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .models import ModelBundle
-from .score import DEFAULT_WINDOW, _check_method, context_room_bases, variant_window
+from .score import (
+    DEFAULT_WINDOW,
+    _check_method,
+    check_window,
+    context_room_bases,
+    frame_windows,
+    resolve_frames,
+)
 from .tokens import DNA_OPEN
 
 MAX_SCAN_POSITIONS = 2000
@@ -38,12 +53,20 @@ class ScanResult:
     start: int  # region, 1-based inclusive, in the input sequence
     end: int
     region: str
-    window_start: int
+    window_start: int  # the span every frame's window lies in
     window_end: int
     deltas: np.ndarray  # [L, 4] delta per position and alternate base, columns A, T, C, G; NaN at the reference
-    ll_ref: float
+    ll_ref: float  # of the first frame's window
     method: str
-    prompt_text: str
+    prompt_text: str  # of the first frame's window
+    frame_deltas: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 4)))  # [frames, L, 4]
+    frame_bases: int = 0
+
+    @property
+    def spread(self) -> np.ndarray:
+        """[L, 4] standard deviation of each delta over the frames that scored it."""
+        with np.errstate(invalid="ignore"):
+            return np.nanstd(self.frame_deltas, axis=0) if len(self.frame_deltas) else np.zeros_like(self.deltas)
 
     def rows(self) -> list[tuple[int, str, str, float]]:
         """(position, ref, alt, delta) for every substitution, alternates in A C G T order."""
@@ -72,7 +95,6 @@ def _per_base(kmer_logits: torch.Tensor, allowed: torch.Tensor, method: str) -> 
     return base_logprobs_from_marginals(log_marginals(kmer_logits, normalise=True), allowed)
 
 
-@torch.inference_mode()
 def scan_substitutions(
     bundle: ModelBundle,
     sequence: str,
@@ -82,8 +104,11 @@ def scan_substitutions(
     species: str | None = None,
     region: str | None = None,
     method: str = "marginal",
+    frames: int | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> ScanResult:
-    """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive)."""
+    """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive), each delta the
+    mean over `frames` tokenization frames (default k); `progress(fraction)` is told of work done."""
     _check_method(method)
     seq = clean_sequence(sequence, what="sequence")
     for value, name in ((start, "start"), (end, "end")):
@@ -94,12 +119,45 @@ def scan_substitutions(
                          "(1-based, start <= end)")
     if end - start + 1 > MAX_SCAN_POSITIONS:
         raise InputError(f"the scan region has {end - start + 1:,} positions; at most {MAX_SCAN_POSITIONS:,}")
+    check_window(window)
+    frames = resolve_frames(bundle, frames)
     prefix = bundle.tags.prefix(species, region)
-    room = context_room_bases(bundle, prefix)
-    if end - start + 1 > room:
-        raise InputError(f"the scan region has {end - start + 1:,} positions, more than the {room:,} bases "
-                         "the model reads at once")
-    lo, hi = variant_window(len(seq), start - 1, end - start + 1, min(int(window), room))
+    window = min(int(window), context_room_bases(bundle, prefix))
+    # every window a substitution of the region is read in, and which (position, frame) each serves
+    serves: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    span_lo, span_hi, size = len(seq), 0, 0
+    for pos0 in range(start - 1, end):
+        lo, hi, starts, size = frame_windows(len(seq), pos0, 1, window, frames)
+        span_lo, span_hi = min(span_lo, lo), max(span_hi, hi)
+        for f in starts:
+            serves[(lo + f, lo + f + size)].append((pos0, f))
+    frame_deltas = np.full((frames, end - start + 1, 4), np.nan)
+    ll_ref, prompt_text = 0.0, ""
+    for i, ((lo, hi), wanted) in enumerate(sorted(serves.items())):
+        if progress:
+            progress(i / len(serves))
+        deltas, ll, text = _scan_window(bundle, seq, lo, hi, sorted({p for p, _ in wanted}), prefix, method,
+                                        f"a scan of {end - start + 1:,} positions")
+        for pos0, f in wanted:
+            frame_deltas[f, pos0 - (start - 1)] = deltas[pos0]
+        if i == 0:
+            ll_ref, prompt_text = ll, text
+    with warnings.catch_warnings():  # a column of NaN in every frame: the reference base, NaN by design
+        warnings.simplefilter("ignore", RuntimeWarning)
+        deltas = np.nanmean(frame_deltas, axis=0)
+    return ScanResult(
+        start=start, end=end, region=seq[start - 1 : end], window_start=span_lo + 1, window_end=span_hi,
+        deltas=deltas, ll_ref=ll_ref, method=method, prompt_text=prompt_text, frame_deltas=frame_deltas,
+        frame_bases=size,
+    )
+
+
+@torch.inference_mode()
+def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: list[int], prefix: str,
+                 method: str, what: str) -> tuple[dict[int, np.ndarray], float, str]:
+    """The substitutions at `positions` (0-based, inside window [lo, hi)) scored in that one window:
+    {position: delta per alternate [4], NaN at the reference base}, the reference's log-likelihood
+    and the prompt text."""
     win = seq[lo:hi]
     k = bundle.k
     padded = win + "A" * (-len(win) % k)
@@ -117,7 +175,7 @@ def scan_substitutions(
     # the largest batch: 3 alternates at each of the k positions of the first token, re-reading the rest
     largest = 3 * k * n_tokens
     bundle.check_memory(ids.shape[1] + largest, max(ids.shape[1], largest), n_tokens + largest,
-                        f"a scan of {end - start + 1:,} positions in a {len(win):,}-base window")
+                        f"{what} in {len(win):,}-base windows")
     cache = DynamicCache(config=bundle.model.config)
     hidden = bundle.hidden_states(ids[:, :-1], cache)[0, first:]  # [n_tokens, H]: predicts token i
     ref_kmer_logits = bundle.kmer_logits(hidden)
@@ -126,12 +184,12 @@ def scan_substitutions(
     kv = [(layer.keys, layer.values) for layer in cache.layers]
     kmer_ids = ids[0, first + 1 :]
 
-    deltas = np.full((end - start + 1, 4), np.nan)
-    for t in range((start - 1 - lo) // k, (end - 1 - lo) // k + 1):
+    deltas = {p: np.full(4, np.nan) for p in positions}
+    for t in sorted({(p - lo) // k for p in positions}):
         variants = []  # (window position, alternate base index)
         for j in range(k):
             q = t * k + j
-            if start - 1 <= lo + q <= end - 1 and win[q] in "ACGT":
+            if lo + q in deltas and win[q] in "ACGT":
                 variants += [(q, b) for b in range(4) if BASES[b] != win[q]]
         if not variants:
             continue
@@ -158,8 +216,5 @@ def scan_substitutions(
             later_per_base = later_per_base.reshape(batch, -1, k).masked_fill(~real[t + 1 :], 0.0)
             change = change + later_per_base.sum(dim=(1, 2)) - ref_token_sums[t + 1 :].sum()
         for row, (q, b) in enumerate(variants):
-            deltas[lo + q - (start - 1), b] = float(change[row])
-    return ScanResult(
-        start=start, end=end, region=seq[start - 1 : end], window_start=lo + 1, window_end=hi, deltas=deltas,
-        ll_ref=float(ref_per_base.sum()), method=method, prompt_text=prompt_text,
-    )
+            deltas[lo + q][b] = float(change[row])
+    return deltas, float(ref_per_base.sum()), prompt_text

@@ -48,6 +48,23 @@ def test_score_json_and_fasta(compact_model_dir, tmp_path):
     assert len(json.loads(whole.stdout)["logprobs"]) == len(seq)
 
 
+def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
+    from carbon_app.models import load_bundle
+    from carbon_app.score import score_variant
+
+    seq = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTG"
+    out = run_cli("scan", "--model", str(compact_model_dir), "--sequence", seq, "--start", "20", "--end", "22",
+                  "--window", "40", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["columns"] == ["position", "ref", "alt", "delta"] and len(data["rows"]) == 9
+    bundle = load_bundle(str(compact_model_dir))
+    for pos, ref, alt, delta in data["rows"][::4]:
+        assert delta == pytest.approx(score_variant(bundle, seq, f"{pos}:{ref}>{alt}", window=40).delta, abs=1e-4)
+    tsv = run_cli("scan", "--model", str(compact_model_dir), "--sequence", seq, "--start", "20", "--end", "20")
+    assert tsv.stdout.splitlines()[0] == "position\tref\talt\tdelta_loglik" and len(tsv.stdout.splitlines()) == 4
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -65,6 +82,9 @@ def test_score_json_and_fasta(compact_model_dir, tmp_path):
         (["score", "--sequence", "ACGTACGT", "--variant", "2-C-G"], "POS:REF>ALT"),
         (["score", "--sequence", "", "--variant", "1:A>G"], "empty"),
         (["score", "--fasta", "/no/such/file.fa", "--variant", "1:A>G"], "cannot read"),
+        (["score", "--sequence", "ACGTACGT", "--variant", "2:C>G", "--frames", "0"], "frames must be"),
+        (["scan", "--sequence", "ACGTACGT", "--start", "5", "--end", "9"], "must lie within"),
+        (["scan", "--sequence", "ACGTACGT", "--start", "1", "--end", "2", "--window", "0"], "window must be"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(compact_model_dir, args, message, capsys):

@@ -9,26 +9,41 @@ import pytest
 
 from carbon_app.errors import InputError
 from carbon_app.scan import scan_substitutions
-from carbon_app.score import score_sequence
+from carbon_app.score import frame_windows, score_sequence, score_variant
 
 SEQ = "".join(random.Random(5).choice("ACGT") for _ in range(150))
 
 
 @pytest.mark.parametrize("method", ["marginal", "chain"])
 def test_scan_equals_separate_scoring(compact, method):
-    scan = scan_substitutions(compact, SEQ, 40, 63, window=100, method=method)
-    window = SEQ[scan.window_start - 1 : scan.window_end]
-    assert scan.window_end - scan.window_start + 1 == 100 and scan.window_start <= 40 and scan.window_end >= 63
-    reference = score_sequence(compact, window, method=method).total
-    assert scan.ll_ref == pytest.approx(reference, abs=1e-4)
+    scan = scan_substitutions(compact, SEQ, 40, 63, window=100, method=method, frames=1)
     rows = scan.rows()
     assert len(rows) == 3 * 24
-    for pos, ref, alt, delta in rows[::5]:
-        offset = pos - scan.window_start
-        assert window[offset] == ref
-        alternate = window[:offset] + alt + window[offset + 1 :]
+    for pos, ref, alt, delta in rows[::5]:  # each substitution in its own centred window
+        lo, hi, _, _ = frame_windows(len(SEQ), pos - 1, 1, 100, 1)
+        window = SEQ[lo:hi]
+        assert hi - lo == 99 and window[pos - 1 - lo] == ref
+        alternate = window[: pos - 1 - lo] + alt + window[pos - lo :]
+        reference = score_sequence(compact, window, method=method).total
         assert delta == pytest.approx(score_sequence(compact, alternate, method=method).total - reference, abs=1e-4)
     assert np.isnan(scan.deltas[np.arange(24), ["ATCG".index(b) for b in SEQ[39:63]]]).all()
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")  # the reference bases: NaN in every frame
+def test_scan_gives_the_variant_tabs_delta_whatever_its_region(compact):
+    fractions = []
+    scan = scan_substitutions(compact, SEQ, 40, 63, window=100, progress=fractions.append)
+    assert scan.frame_deltas.shape == (6, 24, 4) and scan.frame_bases == 100
+    np.testing.assert_allclose(scan.deltas, np.nanmean(scan.frame_deltas, axis=0))
+    assert fractions == sorted(fractions) and fractions[0] == 0 and fractions[-1] > 0.9
+    for pos, ref, alt, delta in scan.rows()[::7]:
+        assert delta == pytest.approx(score_variant(compact, SEQ, f"{pos}:{ref}>{alt}", window=100).delta,
+                                      abs=1e-4)
+    narrow = scan_substitutions(compact, SEQ, 50, 50, window=100)
+    np.testing.assert_allclose(narrow.deltas[0], scan.deltas[50 - 40], atol=1e-4)
+    edge = scan_substitutions(compact, SEQ, 1, 3, window=100)  # fewer frames hold a variant at the start
+    assert edge.rows()[0][3] == pytest.approx(score_variant(compact, SEQ, f"1:{SEQ[0]}>{edge.rows()[0][2]}",
+                                                            window=100).delta, abs=1e-4)
 
 
 def test_scan_skips_ambiguous_positions_and_writes_tsv(compact):

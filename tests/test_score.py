@@ -40,7 +40,7 @@ def test_chain_method_sums_to_token_loglikelihood(compact):
 
 
 def test_snv_tracks_align_and_delta_is_alt_minus_ref(carbon):
-    scored = score_variant(carbon, SEQ, "18:T>A", window=60)
+    scored = score_variant(carbon, SEQ, "18:T>A", window=60, frames=1)
     assert scored.delta == pytest.approx(scored.ll_alt - scored.ll_ref)
     assert scored.delta == pytest.approx(sum(scored.alt_logprobs) - sum(scored.ref_logprobs))
     assert len(scored.ref_logprobs) == len(scored.alt_logprobs) == scored.window_end - scored.window_start + 1
@@ -51,6 +51,29 @@ def test_snv_tracks_align_and_delta_is_alt_minus_ref(carbon):
     assert scored.aligned_ref_pos == list(range(scored.window_start, scored.window_end + 1))
     assert set(scored.site_probs_ref) == set("ACGT")
     assert sum(scored.site_probs_ref.values()) == pytest.approx(1, abs=1e-5)
+
+
+def test_delta_is_the_mean_of_the_six_frames_each_a_plain_window(carbon):
+    scored = score_variant(carbon, SEQ, "100:G>T", window=60, strand_average=True)
+    assert len(scored.frame_deltas) == 6 and scored.frame_bases == 60
+    assert scored.window_end - scored.window_start + 1 == 65  # the span the six windows lie in
+    assert scored.delta == pytest.approx(np.mean(scored.frame_deltas))
+    assert scored.delta == pytest.approx(scored.ll_alt - scored.ll_ref)
+    assert scored.frame_spread == pytest.approx(np.std(scored.frame_deltas))
+    assert len(set(np.round(scored.frame_deltas, 6))) == 6  # the frames really differ
+    for f, frame_delta in enumerate(scored.frame_deltas):
+        lo = scored.window_start - 1 + f
+        alone = score_variant(carbon, SEQ[lo : lo + 60], f"{100 - lo}:G>T", window=60, strand_average=True,
+                              frames=1)
+        assert alone.delta == pytest.approx(frame_delta, abs=1e-5)
+    assert scored.clear_effect == (min(scored.frame_deltas) > 0 or max(scored.frame_deltas) < 0)
+
+
+def test_frames_near_a_sequence_end_are_those_that_hold_the_variant(compact):
+    scored = score_variant(compact, SEQ, "2:T>A", window=60)
+    assert scored.window_start == 1 and len(scored.frame_deltas) == 2  # windows starting at base 1 or 2
+    with pytest.raises(InputError, match="frames must be"):
+        score_variant(compact, SEQ, "18:T>A", frames=7)
 
 
 def test_indels_change_the_alt_window_and_align_with_gaps(compact):
@@ -85,7 +108,8 @@ def test_window_is_centred_clipped_and_capped(compact):
     assert variant_window(50, 10, 1, 8000) == (0, 50)
     long = "ACGT" * 1000  # 4000 bases, more than the 512-token (3072-base) test model reads
     scored = score_variant(compact, long, "2000:T>G")
-    assert scored.window_end - scored.window_start + 1 <= 3072  # 1 + 511 tokens read, 512 predicted
+    assert scored.frame_bases <= 3072  # 1 + 511 tokens read, 512 predicted
+    assert scored.window_end - scored.window_start + 1 == scored.frame_bases + 5  # six frames
     assert 2000 - scored.window_start == scored.window_end - 2000  # centred on the variant
 
 

@@ -59,6 +59,35 @@ def _bases_html(prompt: str, fixed: str, sequences: list[str]) -> str:
     return legend + "".join(blocks)
 
 
+def _verdict(scored) -> str:
+    """The delta in plain words: a direction only when all tokenization frames agree on it."""
+    words = {
+        "less": "the alternate allele is **less** likely than the reference under the model",
+        "more": "the alternate allele is **more** likely than the reference under the model",
+        "unclear": "**no clear effect**: the delta is within its spread over the 6-mer frames, which "
+                   "disagree on its sign",
+    }[scored.direction]
+    frames = len(scored.frame_deltas)
+    spread = (f"; over the {frames} tokenization frames it ranges {min(scored.frame_deltas):+.4f} to "
+              f"{max(scored.frame_deltas):+.4f} (sd {scored.frame_spread:.4f})" if frames > 1 else "")
+    return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log, summed over "
+            f"{scored.frame_bases:,}-base windows within {scored.window_start:,}–{scored.window_end:,}"
+            f"{', averaged over both strands' if scored.strand_average else ''}{spread}).")
+
+
+def _trust_note(bundle) -> str:
+    """How far this model's variant scores can be trusted, from its own held-out measurements."""
+    quality = bundle.quality
+    if not quality:
+        return (f"*{bundle.name} ships no held-out variant-effect measurement; see its model card for "
+                "published evaluations.*")
+    demo = "a small **demo model**, " if quality.get("demo") else ""
+    return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
+            f"{quality['window']:,}-base windows: stop-gain vs synonymous AUROC "
+            f"{quality['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs deep intronic AUROC "
+            f"{quality['splice_site_vs_deep_intronic_auroc']:.2f} (0.5 = no signal, 1 = perfect).*")
+
+
 def _report_markdown(reports: list[dict]) -> str:
     lines = ["| design | length | mask | GC | longest ORF | ORF protein |", "|---|---|---|---|---|---|"]
     for i, r in enumerate(reports, start=1):
@@ -146,15 +175,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                                    strand_average=bool(strand), species=species, region=region, method=method)
         except (CarbonError, ValueError, OSError) as exc:
             _fail(exc)
-        if scored.delta < 0:
-            words = "the alternate allele is **less** likely than the reference under the model"
-        elif scored.delta > 0:
-            words = "the alternate allele is **more** likely than the reference under the model"
-        else:
-            words = "the two alleles are equally likely under the model"
-        verdict = (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} "
-                   f"(natural log, summed over window {scored.window_start:,}–{scored.window_end:,}"
-                   f"{', averaged over both strands' if scored.strand_average else ''}).\n\n{RESEARCH_NOTE}")
+        verdict = _verdict(scored) + "\n\n" + _trust_note(service.model(model)) + "\n\n" + RESEARCH_NOTE
         def rounded(value):
             return None if value is None else round(value, 4)
 
@@ -173,14 +194,16 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             result = service.scan(model, seq, Service.whole_number(start, "the start", 1),
                                   Service.whole_number(end, "the end", 1),
                                   window=Service.whole_number(window, "the window", 1), species=species,
-                                  region=region, method=method)
+                                  region=region, method=method,
+                                  progress=lambda done: progress(done, desc="scoring every substitution"))
         except (CarbonError, ValueError, OSError) as exc:
             _fail(exc)
         worst = sorted(result.rows(), key=lambda row: row[3])[:10]
         table = "| substitution | delta |\n|---|---|\n" + "\n".join(
             f"| {ref}{pos}{alt} | {delta:+.4f} |" for pos, ref, alt, delta in worst)
         summary = (f"{len(result.rows()):,} substitutions scored in window {result.window_start:,}–"
-                   f"{result.window_end:,}. Most negative (least likely under the model):\n\n{table}")
+                   f"{result.window_end:,}. Most negative (least likely under the model):\n\n{table}\n\n"
+                   f"{_trust_note(service.model(model))}\n\n{RESEARCH_NOTE}")
         return scan_figure(result), summary, service.scan_file(result), {"rows": result.rows()}
 
     def models_info():
