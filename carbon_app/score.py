@@ -18,6 +18,14 @@ delta is the mean over the k frames (the window start shifted by 0..k-1
 bases), each frame's windows scored in one batched forward pass, and the
 spread over the frames is reported beside it. `frames=1` gives the single
 centred window of the Carbon evaluations.
+
+A second one, for indels: LL(alt) - LL(ref) over whole windows counts an
+insertion's own bases as extra terms (about -1.4 nats each) and a deletion's
+as missing ones, so insertions always look damaging and deletions benign,
+whatever they do to their surroundings. The delta is therefore taken over
+the columns both alleles have (the flanks, and substituted bases); the indel's
+own terms are reported beside it (`inserted_ll`, `deleted_ll`,
+`delta_whole_window`). For substitutions the two are the same number.
 """
 
 from __future__ import annotations
@@ -203,8 +211,8 @@ class Variant:
 @dataclass
 class VariantScore:
     variant: str
-    delta: float  # LL(alt) - LL(ref), natural log, mean over the frames
-    ll_ref: float  # mean over the frames
+    delta: float  # LL(alt) - LL(ref) over the columns both alleles have, natural log, mean over the frames
+    ll_ref: float  # of the whole window, mean over the frames
     ll_alt: float
     window_start: int  # 1-based, inclusive, in the input sequence: the span all frames lie in
     window_end: int
@@ -221,6 +229,9 @@ class VariantScore:
     strand_average: bool
     frame_deltas: list[float] = field(default_factory=list)  # one delta per tokenization frame
     frame_bases: int = 0  # bases in each frame's window
+    delta_whole_window: float = 0.0  # LL(alt) - LL(ref) with an indel's own bases: = delta + inserted - deleted
+    inserted_ll: float = 0.0  # log-probability of the bases only the alternate has (an insertion's)
+    deleted_ll: float = 0.0  # log-probability of the bases only the reference has (a deletion's)
     species_tag: str = ""
     region_tag: str = ""
     prompt_text_ref: str = ""
@@ -357,7 +368,20 @@ def score_variant(
         half = len(tracks) // 2
         tracks = [(f + r.flip(0)) / 2 for f, r in zip(tracks[:half], tracks[half:], strict=True)]
     ref_tracks, alt_tracks = tracks[0::2], tracks[1::2]
-    frame_deltas = [float(a.sum() - r.sum()) for r, a in zip(ref_tracks, alt_tracks, strict=True)]
+    columns = [(i, i) for i in range(offset)]
+    columns += [(None if r is None else offset + r, None if a is None else offset + a) for r, a in var.alignment()]
+    columns += [(offset + lr + i, offset + la + i) for i in range(len(ref_span) - offset - lr)]
+    paired = torch.tensor([(r, a) for r, a in columns if r is not None and a is not None])
+    deleted = torch.tensor([r for r, a in columns if a is None], dtype=torch.long)
+    inserted = torch.tensor([a for r, a in columns if r is None], dtype=torch.long)
+    frame_deltas, whole, own = [], [], []
+    for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True):
+        # the delta over the columns both alleles have (flanks and substituted bases): an indel's own
+        # bases would otherwise add or remove whole per-base terms and swamp it
+        inside = paired[(paired[:, 0] >= f) & (paired[:, 0] < f + size)]
+        frame_deltas.append(float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum()))
+        whole.append(float(alt_f.sum() - ref_f.sum()))
+        own.append((float(alt_f[inserted - f].sum()), float(ref_f[deleted - f].sum())))
 
     def mean_track(per_frame: list[torch.Tensor], length: int) -> torch.Tensor:
         """Per-base mean over the frames whose window covers each base of the span."""
@@ -368,9 +392,6 @@ def score_variant(
         return total / count.clamp_min(1)
 
     ref_track, alt_track = mean_track(ref_tracks, len(ref_span)), mean_track(alt_tracks, len(alt_span))
-    columns = [(i, i) for i in range(offset)]
-    columns += [(None if r is None else offset + r, None if a is None else offset + a) for r, a in var.alignment()]
-    columns += [(offset + lr + i, offset + la + i) for i in range(len(ref_span) - offset - lr)]
     forward = scored[: 2 * len(starts)]
 
     def site(marginals: list[torch.Tensor]) -> dict[str, float]:
@@ -401,6 +422,9 @@ def score_variant(
         strand_average=strand_average,
         frame_deltas=frame_deltas,
         frame_bases=size,
+        delta_whole_window=float(np.mean(whole)),
+        inserted_ll=float(np.mean([i for i, _ in own])),
+        deleted_ll=float(np.mean([d for _, d in own])),
         species_tag=bundle.tags.species_tag(species),
         region_tag=bundle.tags.region_tag(region),
         prompt_text_ref=prefix + DNA_OPEN + first_ref + padding[0],

@@ -90,6 +90,20 @@ def test_indels_change_the_alt_window_and_align_with_gaps(compact):
     assert len(insertion.aligned_delta) == len(insertion.aligned_ref_pos)
 
 
+def test_indels_are_scored_on_the_bases_both_alleles_have(compact):
+    deletion = score_variant(compact, SEQ, "57:GAA>G", window=400)  # the whole sequence in every frame
+    shorter = SEQ[:57] + SEQ[59:]
+    insertion = score_variant(compact, shorter, "57:G>GAA", window=400)  # the insertion that undoes it
+    assert deletion.delta == pytest.approx(-insertion.delta, abs=1e-6)
+    assert deletion.inserted_ll == 0 and deletion.deleted_ll < 0 and insertion.inserted_ll < 0
+    for scored in (deletion, insertion):
+        assert scored.delta_whole_window == pytest.approx(
+            scored.delta + scored.inserted_ll - scored.deleted_ll, abs=1e-6)
+        assert scored.delta_whole_window == pytest.approx(scored.ll_alt - scored.ll_ref)
+    snv = score_variant(compact, SEQ, "18:T>A", window=60)
+    assert snv.delta == pytest.approx(snv.delta_whole_window) and snv.inserted_ll == snv.deleted_ll == 0
+
+
 @pytest.mark.parametrize("variant", ["18:T>A", "57:GA>G", "90:C>CTT", "100:G>T"])
 def test_strand_averaging_is_symmetric(compact, variant):
     var = Variant.parse(variant)

@@ -70,9 +70,14 @@ def _verdict(scored) -> str:
     frames = len(scored.frame_deltas)
     spread = (f"; over the {frames} tokenization frames it ranges {min(scored.frame_deltas):+.4f} to "
               f"{max(scored.frame_deltas):+.4f} (sd {scored.frame_spread:.4f})" if frames > 1 else "")
+    indel = ""
+    if scored.inserted_ll or scored.deleted_ll:
+        indel = (f"\n\nFor an indel the delta sums the bases both alleles have; its own bases are apart: "
+                 f"inserted {scored.inserted_ll:+.4f}, deleted {scored.deleted_ll:+.4f}, so the whole windows "
+                 f"differ by {scored.delta_whole_window:+.4f}.")
     return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log, summed over "
             f"{scored.frame_bases:,}-base windows within {scored.window_start:,}–{scored.window_end:,}"
-            f"{', averaged over both strands' if scored.strand_average else ''}{spread}).")
+            f"{', averaged over both strands' if scored.strand_average else ''}{spread}).{indel}")
 
 
 def _trust_note(bundle) -> str:
