@@ -191,7 +191,9 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     np.save(data / "train_rows.npy", rows)
     np.save(data / "train_dna_at.npy", dna_at)
     (data / "validation.json").write_text(json.dumps([{"seq": _genome(99, 624)}]))
-    (data / "data_card.json").write_text(json.dumps({"groups": {}}))
+    (data / "data_card.json").write_text(json.dumps({"groups": {"plant": {"train_windows": 3},
+                                                               "prokaryote": {"train_windows": 3}},
+                                                    "train_regions": {"trna": 2, "none": 4}}))
     cfg = TrainConfig(name="tiny", data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2,
                       kv_heads=1, ffn=64, steps=4, batch=2, warmup=1, eval_every=2)
     out = train(cfg)
@@ -199,5 +201,6 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     assert [entry["step"] for entry in log] == [2, 4]
     bundle = load_bundle(str(out))
     assert bundle.tokenizer.kmer_start_id == tokenizer.kmer_start_id
+    assert list(bundle.tags.species) == ["plant"] and list(bundle.tags.regions) == ["trna"]  # what it saw
     result = generate(bundle, "ACGTAC", 20, species="plant", region="trna", seed=1)
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20

@@ -332,6 +332,16 @@ def sample_eval_windows(records: list[Record], part: str, per_group: int, rng: r
 # -- token rows ---------------------------------------------------------------------------
 
 
+def trained_tag_scheme(data_card: dict) -> dict:
+    """The pipeline scheme cut down to the tags the training windows carried: a model offers no tag
+    it never saw (`tag_scheme.json`)."""
+    scheme = SCHEMES["pipeline"]
+    species = [g for g, info in data_card["groups"].items() if info["train_windows"] and g in scheme.species]
+    regions = [r for r in data_card["train_regions"] if r in scheme.regions]
+    return {"name": "pipeline", "species": {g: scheme.species[g] for g in species},
+            "regions": {r: scheme.regions[r] for r in sorted(regions)}}
+
+
 def tag_ids(tokenizer, species: str | None, region: str | None) -> list[int]:
     scheme = SCHEMES["pipeline"]
     return tokenizer.encode(scheme.prefix(species, region) + "<dna>")

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from ..marginals import log_marginals
 from ..tokens import DnaConfig
+from .data import trained_tag_scheme
 
 PRESETS = {
     "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=3600),
@@ -191,10 +192,10 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     model.to(torch.float16).save_pretrained(str(out))
     for file in (data / "tokenizer").iterdir():
         shutil.copy(file, out / file.name)
-    (out / "tag_scheme.json").write_text(json.dumps({"scheme": "pipeline"}) + "\n")
+    data_card = json.loads((data / "data_card.json").read_text())
+    (out / "tag_scheme.json").write_text(json.dumps(trained_tag_scheme(data_card), indent=1) + "\n")
     (out / "training.json").write_text(json.dumps({"config": asdict(cfg), "parameters": n_params, "log": log,
-                                                   "data_card": json.loads((data / "data_card.json").read_text())},
-                                                  indent=1) + "\n")
+                                                   "data_card": data_card}, indent=1) + "\n")
     print(f"saved {out}")
     return out
 

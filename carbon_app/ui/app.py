@@ -21,8 +21,6 @@ from ..score import DEFAULT_WINDOW
 from .service import AppConfig, Service
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-SPECIES = ["none", "mammal", "vertebrate", "invertebrate", "plant", "fungus", "protozoa"]
-REGIONS = ["none", "protein_coding", "pseudogene", "trna", "tmrna", "ncrna", "misc_rna", "rrna"]
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)
 
 try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
@@ -236,6 +234,11 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             text = text.split("---", 2)[-1]
         return text
 
+    def tag_dropdowns(name):
+        """A model's own tags: choosing another model offers its tags and clears the old choice."""
+        species_keys, region_keys = service.tag_choices(name)
+        return (gr.Dropdown(choices=species_keys, value="none"), gr.Dropdown(choices=region_keys, value="none"))
+
     def load(name):
         try:
             service.model(name)
@@ -254,8 +257,10 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                     "(6-mer tokens, base-level inference).")
         with gr.Row():
             model = gr.Dropdown(models, value=models[0] if models else None, label="Model", scale=2)
-            species = gr.Dropdown(SPECIES, value="none", label="Species tag", scale=1)
-            region = gr.Dropdown(REGIONS, value="none", label="Region tag", scale=1)
+            species_keys, region_keys = service.tag_choices(models[0] if models else None)
+            species = gr.Dropdown(species_keys, value="none", label="Species tag", scale=1,
+                                  info="the tags this model's scheme has")
+            region = gr.Dropdown(region_keys, value="none", label="Region tag", scale=1)
 
         with gr.Tab("Design"):
             with gr.Row():
@@ -375,6 +380,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             unload_button.click(unload, card_model, [loaded_table, pairing, models_json], api_name="unload_model",
                                 **GPU)
             card_model.change(model_card, card_model, card, api_visibility="private")
+        model.change(tag_dropdowns, model, [species, region], api_visibility="private", queue=False)
         demo.load(models_info, None, [loaded_table, pairing, models_json], api_visibility="private")
     return demo
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from ..checks import report
 from ..dna import clean_sequence, is_record_text, read_fasta
-from ..errors import InputError
+from ..errors import CarbonError, InputError
 from ..generate import GenerationResult, generate_stream
-from ..models import ModelManager, bundled_models, default_model_name, out_of_memory_as_error
+from ..models import ModelManager, bundled_models, default_model_name, out_of_memory_as_error, resolve_model_dir
 from ..scan import ScanResult, scan_substitutions
 from ..score import Variant, VariantScore, score_variant
+from ..tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 
 MAX_UPLOAD_BYTES = 5 * 2**20
 MAX_PASTE_CHARS = 2_000_000
@@ -78,6 +79,15 @@ class Service:
         if name not in self.config.models and name not in self.drafts():
             raise InputError(f"'{name}' is not one of this server's models ({', '.join(self.config.models)})")
         return self.manager.get(name)
+
+    def tag_choices(self, name: str | None) -> tuple[list[str], list[str]]:
+        """The species and region keys of a model's own tag scheme (read from its directory, without
+        loading it), each list led by "none"."""
+        try:
+            scheme = load_tag_scheme(resolve_model_dir(name or self.config.models[0]))
+        except (CarbonError, IndexError):
+            scheme = SCHEMES[DEFAULT_SCHEME]
+        return ["none", *scheme.species], ["none", *scheme.regions]
 
     def drafts(self) -> list[str]:
         return [d for d in (self.manager.draft_for(m) for m in self.config.models) if d]
