@@ -4,7 +4,7 @@
 FROM python:3.11-slim
 
 # MALLOC_ARENA_MAX: the server's worker threads otherwise each keep a malloc arena; with 2 the
-# resident memory of a long mixed load levels off about 150 MB lower (measured with carbon_app.soak).
+# resident memory of a long mixed load levels off about 150 MB lower (measured with carbon_app.tools.soak).
 ENV PYTHONUNBUFFERED=1 \
     MALLOC_ARENA_MAX=2 \
     HF_HOME=/data/hf \

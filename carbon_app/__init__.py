@@ -14,13 +14,14 @@ Models are cached by `ModelManager` (one per process is enough); the web UI
 and the CLI use the same functions.
 """
 
+from .core.tags import SCHEMES, TagScheme
+from .core.tokens import CarbonTokenizer, DnaConfig
 from .errors import CarbonError, InputError, ModelError
-from .generate import GenerationResult, generate, generate_stream
-from .models import ModelBundle, ModelManager, load_bundle
-from .scan import ScanResult, scan_substitutions
-from .score import SequenceScore, Variant, VariantScore, score_sequence, score_variant
-from .tags import SCHEMES, TagScheme
-from .tokens import CarbonTokenizer, DnaConfig
+from .inference.generate import GenerationResult, generate, generate_stream
+from .inference.scan import ScanResult, scan_substitutions
+from .inference.score import SequenceScore, Variant, VariantScore, score_sequence, score_variant
+from .model.bundle import ModelBundle, load_bundle
+from .model.manager import ModelManager
 
 load_model = load_bundle
 scan = scan_substitutions

@@ -25,7 +25,7 @@ def carbon_tokenizer_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def compact_model_dir(tmp_path_factory) -> Path:
-    from carbon_app.synthetic import write_model_dir
+    from carbon_app.tools.synthetic import write_model_dir
 
     return write_model_dir(tmp_path_factory.mktemp("models") / "compact", seed=1)
 
@@ -33,7 +33,7 @@ def compact_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def carbon_model_dir(tmp_path_factory, carbon_tokenizer_dir) -> Path:
     """Full released layout: 155,776 ids, first DNA id 151669, tied embeddings."""
-    from carbon_app.synthetic import write_model_dir
+    from carbon_app.tools.synthetic import write_model_dir
 
     return write_model_dir(
         tmp_path_factory.mktemp("models") / "carbon", layout="carbon", text_tokenizer_dir=carbon_tokenizer_dir, seed=2
@@ -42,14 +42,14 @@ def carbon_model_dir(tmp_path_factory, carbon_tokenizer_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def compact(compact_model_dir):
-    from carbon_app.models import load_bundle
+    from carbon_app.model.bundle import load_bundle
 
     return load_bundle(str(compact_model_dir))
 
 
 @pytest.fixture(scope="session")
 def carbon(carbon_model_dir):
-    from carbon_app.models import load_bundle
+    from carbon_app.model.bundle import load_bundle
 
     return load_bundle(str(carbon_model_dir))
 

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from carbon_app.generate import generate
-from carbon_app.models import ModelManager
-from carbon_app.scan import scan_substitutions
-from carbon_app.score import score_variant
-from carbon_app.soak import rss_mb, start_app
+from carbon_app.inference.generate import generate
+from carbon_app.inference.scan import scan_substitutions
+from carbon_app.inference.score import score_variant
+from carbon_app.model.manager import ModelManager
+from carbon_app.tools.soak import rss_mb, start_app
 from tests.conftest import REPO
 
 HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
@@ -55,7 +55,7 @@ def demo():
 
 
 def hbb_sequence() -> str:
-    from carbon_app.dna import read_fasta
+    from carbon_app.core.dna import read_fasta
 
     return read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
 
@@ -311,7 +311,7 @@ def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
 
 
 def test_soak_script_reports_a_short_run():
-    from carbon_app.soak import main as soak_main
+    from carbon_app.tools.soak import main as soak_main
 
     report = soak_main(["--seconds", "8", "--clients", "2", "--max-requests", "12"])
     assert report["served"] > 0 and report["errors"] == 0

@@ -11,9 +11,9 @@ from Bio import SeqIO
 from Bio.Seq import Seq
 from Bio.SeqRecord import SeqRecord
 
+from carbon_app.app.service import AppConfig, Service
 from carbon_app.errors import CarbonError, InputError
-from carbon_app.models import ModelManager
-from carbon_app.ui.service import AppConfig, Service
+from carbon_app.model.manager import ModelManager
 
 BASES = "ATGGTGCACCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"
 

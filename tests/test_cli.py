@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from carbon_app.cli import main
+from carbon_app.app.cli import main
 from tests.conftest import REPO
 
 
@@ -49,8 +49,8 @@ def test_score_json_and_fasta(compact_model_dir, tmp_path):
 
 
 def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
-    from carbon_app.models import load_bundle
-    from carbon_app.score import score_variant
+    from carbon_app.inference.score import score_variant
+    from carbon_app.model.bundle import load_bundle
 
     seq = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTG"
     out = run_cli("scan", "--model", str(compact_model_dir), "--sequence", seq, "--start", "20", "--end", "22",

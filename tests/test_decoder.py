@@ -17,9 +17,9 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from carbon_app.decoder import LeanDecoder
-from carbon_app.generate import generate
-from carbon_app.kv import preallocated_cache
+from carbon_app.inference.generate import generate
+from carbon_app.model.decoder import LeanDecoder
+from carbon_app.model.kv import preallocated_cache
 
 SMALL = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=256, initializer_range=0.3)

@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from carbon_app.generate import generate
-from carbon_app.models import ASSETS_MODELS, ModelManager, bundled_models, default_model_name
+from carbon_app.inference.generate import generate
+from carbon_app.model.hub import ASSETS_MODELS, bundled_models, default_model_name
+from carbon_app.model.manager import ModelManager
 
 
 @pytest.fixture(scope="module")

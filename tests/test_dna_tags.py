@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from carbon_app.dna import clean_sequence, mask_from_template, read_fasta, reverse_complement, satisfies
+from carbon_app.core.dna import clean_sequence, mask_from_template, read_fasta, reverse_complement, satisfies
+from carbon_app.core.tags import SCHEMES, get_scheme
 from carbon_app.errors import InputError
-from carbon_app.tags import SCHEMES, get_scheme
 
 
 def test_cleaning_keeps_bases_and_refuses_the_rest():

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from carbon_app.app.service import AppConfig, Service
 from carbon_app.errors import ModelError
-from carbon_app.models import ModelManager, out_of_memory_as_error
-from carbon_app.ui.service import AppConfig, Service
+from carbon_app.model.manager import ModelManager, out_of_memory_as_error
 
 HBB_LIKE = "ATGGTGCACCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"
 

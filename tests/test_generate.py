@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from carbon_app.dna import IUPAC, satisfies
+from carbon_app.core.dna import IUPAC, satisfies
 from carbon_app.errors import InputError
-from carbon_app.generate import generate
-from carbon_app.marginals import log_marginals
+from carbon_app.inference.generate import generate
+from carbon_app.inference.marginals import log_marginals
 
 
 def random_template(rng: random.Random, n: int) -> str:
@@ -127,7 +127,7 @@ def test_mask_alone_sets_the_length_and_ambiguous_prompt_kmers_become_oov(compac
 
 
 def test_streaming_yields_growing_partial_results(compact):
-    from carbon_app.generate import generate_stream
+    from carbon_app.inference.generate import generate_stream
 
     parts = list(generate_stream(compact, "ACGTAC", 60, seed=4, stream_every=3))
     assert [p.done for p in parts] == [False] * (len(parts) - 1) + [True]
@@ -140,8 +140,8 @@ def test_streaming_yields_growing_partial_results(compact):
 def test_stock_generate_with_the_dna_processor_matches_the_engine(compact, mode):
     """The same rules as a transformers logits processor: stock greedy search
     gives our output, masks included, and never leaves DNA."""
-    from carbon_app.dna import mask_from_template
-    from carbon_app.sampling import DnaLogitsProcessor, SamplingParams
+    from carbon_app.core.dna import mask_from_template
+    from carbon_app.inference.sampling import DnaLogitsProcessor, SamplingParams
 
     template = "NNNNNNRRRRRRYYYYYYACGTNN"
     ours = generate(compact, "ACGTACGGT" * 2, 24, mask=template, mode=mode, temperature=0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carbon_app.dna import clean_sequence, mask_from_template
+from carbon_app.app.service import Service, variant_from_sequences
+from carbon_app.core.dna import clean_sequence, mask_from_template
 from carbon_app.errors import InputError
-from carbon_app.score import Variant
-from carbon_app.ui.service import Service, variant_from_sequences
+from carbon_app.inference.score import Variant
 
 typed = st.text(alphabet=st.characters(codec="utf-8"), max_size=80) | st.text(alphabet="ACGTUNacgtu>\r\n \t0123456789:",
                                                                               max_size=80)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from carbon_app.kv import preallocated_cache
+from carbon_app.model.kv import preallocated_cache
 
 
 def test_same_hidden_states_through_prefill_steps_growth_crop_and_batch_repeat(compact):

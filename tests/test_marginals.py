@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from carbon_app.marginals import (
+from carbon_app.inference.marginals import (
     chain_logprobs,
     factorised_logprobs,
     kmer_digits,
@@ -16,7 +16,7 @@ from carbon_app.marginals import (
     kmer_log_mask,
     log_marginals,
 )
-from carbon_app.score import score_sequence
+from carbon_app.inference.score import score_sequence
 
 KMERS = ["".join(p) for p in itertools.product("ATCG", repeat=6)]  # the release's id order
 

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from carbon_app.errors import ModelError
-from carbon_app.generate import generate
-from carbon_app.models import ModelManager, draft_for, load_bundle
+from carbon_app.inference.generate import generate
+from carbon_app.model.bundle import load_bundle
+from carbon_app.model.hub import draft_for
+from carbon_app.model.manager import ModelManager
 
 
 def test_cached_and_loaded_once_under_concurrent_requests(compact_model_dir):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from carbon_app.errors import InputError
-from carbon_app.scan import scan_substitutions
-from carbon_app.score import frame_windows, score_sequence, score_variant
+from carbon_app.inference.scan import scan_substitutions
+from carbon_app.inference.score import frame_windows, score_sequence, score_variant
 
 SEQ = "".join(random.Random(5).choice("ACGT") for _ in range(150))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from carbon_app.dna import reverse_complement
+from carbon_app.core.dna import reverse_complement
 from carbon_app.errors import InputError
-from carbon_app.score import Variant, score_sequence, score_variant, variant_window
+from carbon_app.inference.score import Variant, score_sequence, score_variant, variant_window
 
 SEQ = (
     "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"

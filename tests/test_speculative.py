@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from carbon_app.errors import InputError
-from carbon_app.generate import generate
-from carbon_app.marginals import log_marginals
+from carbon_app.inference.generate import generate
+from carbon_app.inference.marginals import log_marginals
 
 
 @pytest.fixture(scope="module")
 def other_draft(tmp_path_factory):
-    from carbon_app.models import load_bundle
-    from carbon_app.synthetic import write_model_dir
+    from carbon_app.model.bundle import load_bundle
+    from carbon_app.tools.synthetic import write_model_dir
 
     return load_bundle(str(write_model_dir(tmp_path_factory.mktemp("draft") / "d", seed=7)))
 
@@ -130,7 +130,7 @@ def test_speed_probes_between_rounds_keep_the_output_exact(compact, other_draft,
 def test_the_drafted_speed_leaves_out_one_stalled_round_once_there_are_enough():
     from collections import deque
 
-    from carbon_app.speculative import _drafted_ms_per_token
+    from carbon_app.inference.speculative import _drafted_ms_per_token
 
     steady = [(0.010, 5)] * 7
     assert _drafted_ms_per_token(deque(steady + [(0.500, 2)])) == pytest.approx(2.0)  # the stall is left out

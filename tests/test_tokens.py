@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from carbon_app.core.tokens import CarbonTokenizer, DnaConfig
 from carbon_app.errors import ModelError
-from carbon_app.tokens import CarbonTokenizer, DnaConfig
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from carbon_app.dna import reverse_complement
+from carbon_app.core.dna import reverse_complement
 from carbon_app.training import data as demo_data
 from carbon_app.training.annotation import Transcript, read_exon_table, read_gtf
 from carbon_app.training.data import (
@@ -177,8 +177,8 @@ def test_markov_baseline_learns_what_it_saw():
 
 
 def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
-    from carbon_app.generate import generate
-    from carbon_app.models import load_bundle
+    from carbon_app.inference.generate import generate
+    from carbon_app.model.bundle import load_bundle
     from carbon_app.training.tokenizer import demo_tokenizer
     from carbon_app.training.train import TrainConfig, train
 

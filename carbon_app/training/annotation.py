@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..dna import reverse_complement
+from ..core.dna import reverse_complement
 
 _ATTRIBUTE = re.compile(r'(\S+) "([^"]*)"')
 

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 from Bio import SeqIO
 
-from ..dna import reverse_complement
-from ..tags import SCHEMES
+from ..core.dna import reverse_complement
+from ..core.tags import SCHEMES
 from .annotation import Transcript, genbank_transcripts, open_text, read_exon_table, read_gtf
 from .sources import PACKAGES, fetch
 from .variant_sets import held_out_variant_sets

@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..generate import generate
-from ..models import load_bundle
-from ..score import score_sequence, score_variant
+from ..inference.generate import generate
+from ..inference.score import score_sequence, score_variant
+from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 
 MAX_MARKOV_ORDER = 10
@@ -165,8 +165,8 @@ def model_delta(bundle):
 
 def markov_delta(markov: MarkovModel, order: int):
     """The same delta under the Markov baseline: the centred window, strand-averaged."""
-    from ..dna import reverse_complement
-    from ..score import Variant, variant_window
+    from ..core.dna import reverse_complement
+    from ..inference.score import Variant, variant_window
 
     def delta(context: str, text: str) -> float:
         variant = Variant.parse(text)
@@ -214,7 +214,7 @@ def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0)
 @torch.inference_mode()
 def greedy_agreement(target, draft, windows: list[dict], tokens: int = 30) -> dict[str, float]:
     """Fraction of steps where the draft's greedy 6-mer equals the target's (token and bp mode)."""
-    from ..marginals import factorised_logprobs, log_marginals
+    from ..inference.marginals import factorised_logprobs, log_marginals
 
     agree = {"token": [], "bp": []}
     for window in windows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
+from ..core.tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
 
 
 def demo_tokenizer(out_dir: Path) -> CarbonTokenizer:

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..marginals import log_marginals
-from ..tokens import DnaConfig
+from ..core.tokens import DnaConfig
+from ..inference.marginals import log_marginals
 from .data import trained_tag_scheme
 
 PRESETS = {
@@ -120,7 +120,7 @@ def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
 def train(cfg: TrainConfig, resume: bool = False) -> Path:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from ..tokens import CarbonTokenizer
+    from ..core.tokens import CarbonTokenizer
 
     data = Path(cfg.data)
     text = PreTrainedTokenizerFast.from_pretrained(str(data / "tokenizer"))

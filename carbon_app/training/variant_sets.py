@@ -23,7 +23,7 @@ from collections import defaultdict
 
 from Bio.Data.CodonTable import standard_dna_table
 
-from ..dna import reverse_complement
+from ..core.dna import reverse_complement
 from .annotation import Transcript
 
 DEEP_INTRONIC = 100

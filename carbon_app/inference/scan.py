@@ -31,10 +31,11 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .dna import BASES, clean_sequence, mask_from_template
-from .errors import InputError
+from ..core.dna import BASES, clean_sequence, mask_from_template
+from ..core.tokens import DNA_OPEN
+from ..errors import InputError
+from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
-from .models import ModelBundle
 from .score import (
     DEFAULT_WINDOW,
     _check_method,
@@ -43,7 +44,6 @@ from .score import (
     frame_windows,
     resolve_frames,
 )
-from .tokens import DNA_OPEN
 
 MAX_SCAN_POSITIONS = 2000
 

@@ -22,14 +22,14 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from .dna import BASE_INDEX, clean_sequence, mask_from_template
-from .errors import InputError
-from .kv import preallocated_cache
+from ..core.dna import BASE_INDEX, clean_sequence, mask_from_template
+from ..core.tokens import DNA_OPEN
+from ..errors import InputError
+from ..model.bundle import ModelBundle
+from ..model.kv import preallocated_cache
 from .marginals import kmer_digits, log_marginals
-from .models import ModelBundle
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
-from .tokens import DNA_OPEN
 
 MAX_SAMPLES = 64
 MAX_SEED = 2**63 - 1

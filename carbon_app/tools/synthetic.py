@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from .models import ModelBundle, make_bundle
-from .tags import SCHEMES
-from .tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
+from ..core.tags import SCHEMES
+from ..core.tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
+from ..model.bundle import ModelBundle, make_bundle
 
 #: Architectures of the released checkpoints (spec section 1) and a tiny one.
 SHAPES: dict[str, dict] = {

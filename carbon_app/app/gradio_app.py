@@ -9,18 +9,17 @@ from __future__ import annotations
 import html
 import json
 import os
-from pathlib import Path
 
 import gradio as gr
 
+from ..assets import ASSETS
 from ..errors import CarbonError
-from ..generate import MAX_SAMPLES
-from ..models import ModelManager
-from ..plots import confidence_figure, scan_figure, site_figure, variant_figure
-from ..score import DEFAULT_WINDOW
+from ..inference.generate import MAX_SAMPLES
+from ..inference.score import DEFAULT_WINDOW
+from ..model.manager import ModelManager
+from .plots import confidence_figure, scan_figure, site_figure, variant_figure
 from .service import AppConfig, Service
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)
 
 try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
@@ -161,7 +160,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         if not mask or not mask.strip():
             return "No mask: every position may be any base."
         try:
-            from ..dna import mask_from_template
+            from ..core.dna import mask_from_template
 
             length = len(mask_from_template(mask))
         except CarbonError as exc:

@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .kv import preallocated_cache
-from .models import ModelBundle
+from ..model.bundle import ModelBundle
+from ..model.kv import preallocated_cache
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 
 MIN_DRAFT, MAX_DRAFT = 1, 8

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .dna import BASES, clean_sequence, mask_from_template, reverse_complement
-from .errors import InputError
+from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
+from ..core.tokens import DNA_OPEN
+from ..errors import InputError
+from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
-from .models import ModelBundle
-from .tokens import DNA_OPEN
 
 METHODS = ("marginal", "chain")
 DEFAULT_WINDOW = 8000

@@ -1,7 +1,7 @@
 """Speed, measured side by side in one run and printed as ratios.
 
-    python -m carbon_app.bench                 # Carbon-500M shape, random weights, CPU
-    python -m carbon_app.bench --shape 3B --device cuda
+    python -m carbon_app.tools.bench                 # Carbon-500M shape, random weights, CPU
+    python -m carbon_app.tools.bench --shape 3B --device cuda
 
 Compares, on the same model, prompt and number of new tokens (batch 1, greedy):
 our generation in token mode and in base-level (bp) mode, and stock
@@ -24,8 +24,8 @@ import time
 import numpy as np
 import torch
 
-from .generate import generate
-from .sampling import DnaLogitsProcessor, SamplingParams
+from ..inference.generate import generate
+from ..inference.sampling import DnaLogitsProcessor, SamplingParams
 from .synthetic import random_bundle
 
 
@@ -144,15 +144,14 @@ def scan_suite(repeats: int) -> None:
     """On the bundled demo model: what averaging over the six 6-mer frames costs against the single
     centred window, and the scan against scoring each substitution separately (both frame-averaged,
     each substitution in the same windows, so the deltas must agree)."""
-    from pathlib import Path
-
-    from .dna import read_fasta
-    from .models import ModelManager
-    from .scan import scan_substitutions
-    from .score import score_variant
+    from ..assets import ASSETS
+    from ..core.dna import read_fasta
+    from ..inference.scan import scan_substitutions
+    from ..inference.score import score_variant
+    from ..model.manager import ModelManager
 
     bundle = ModelManager(device="cpu").get("carbon-demo")
-    examples = Path(__file__).resolve().parent.parent / "assets" / "examples"
+    examples = ASSETS / "examples"
     seq = read_fasta(examples / "hbb.fa").sequence
     print(f"\n== variant scoring: {bundle.name}, window {bundle.max_bases:,} bases (its whole context), CPU, "
           f"{torch.get_num_threads()} threads")
@@ -187,7 +186,7 @@ def scan_suite(repeats: int) -> None:
 
 def speculative_suite(repeats: int) -> None:
     """The bundled pair: target alone against target + draft, greedy and sampling, bp and token mode."""
-    from .models import ModelManager
+    from ..model.manager import ModelManager
 
     manager = ModelManager(device="cpu")
     target, draft = manager.get("carbon-demo"), manager.get("carbon-demo-draft")
@@ -254,8 +253,8 @@ def sampling_distribution_check(target, draft, batches: int = 32, samples: int =
     first drafted one, has known per-base marginals; each of its 6 positions gets a
     chi-squared goodness-of-fit test of the drafted samples, read with a Bonferroni correction.
     """
-    from .dna import BASES
-    from .marginals import log_marginals
+    from ..core.dna import BASES
+    from ..inference.marginals import log_marginals
 
     prompt, fixed, n = "ATGGCTTCAGATCTCGAA", "GATTACAGATTA", 30
     ids = torch.tensor([target.tokenizer.encode("<dna>" + prompt + fixed)], device=target.device)
@@ -319,7 +318,7 @@ def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m carbon_app.tools.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="500M", help="tiny, 500M, 3B or 8B (random weights)")
     parser.add_argument("--tokens", type=int, default=48, help="new tokens per run (6 bases each)")
@@ -379,7 +378,7 @@ def memory_report(device: str, target_shape: str = "3B", draft_shape: str = "500
 
 def scoring_throughput(bundle, repeats: int, n_bases: int = 3000) -> None:
     """Per-base scoring (one forward pass, reference FNS marginals) in bases per second."""
-    from .score import score_sequence
+    from ..inference.score import score_sequence
 
     generator = torch.Generator().manual_seed(1)
     seq = "".join("ACGT"[i] for i in torch.randint(0, 4, (n_bases,), generator=generator).tolist())

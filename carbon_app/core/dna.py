@@ -16,7 +16,7 @@ import numpy as np
 from Bio import SeqIO
 from Bio.Seq import reverse_complement as _bio_reverse_complement
 
-from .errors import InputError
+from ..errors import InputError
 
 BASES = "ATCG"
 BASE_INDEX = {base: i for i, base in enumerate(BASES)}

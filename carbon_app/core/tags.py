@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError, ModelError
+from ..errors import InputError, ModelError
 
 _PIPELINE_SPECIES = {
     "mammal": "<mammalian_species>",

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from Bio.Seq import Seq
 
-from .dna import reverse_complement, satisfies
+from ..core.dna import reverse_complement, satisfies
 
 
 @dataclass

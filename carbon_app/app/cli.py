@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-from .errors import CarbonError, InputError
-from .score import DEFAULT_WINDOW, METHODS
+from ..errors import CarbonError, InputError
+from ..inference.score import DEFAULT_WINDOW, METHODS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _bundle(args):
-    from .models import ModelManager
+    from ..model.manager import ModelManager
 
     device = args.device
     if device not in (None, "cpu", "cuda"):
@@ -98,7 +98,7 @@ def _bundle(args):
 
 
 def _generate(args) -> dict:
-    from .generate import generate
+    from ..inference.generate import generate
 
     result = generate(
         _bundle(args), args.prompt, args.bases, mask=args.mask, species=args.species, region=args.region,
@@ -113,7 +113,7 @@ def _generate(args) -> dict:
 
 
 def _reference(args) -> str:
-    from .dna import read_fasta
+    from ..core.dna import read_fasta
 
     if args.fasta is not None:
         return read_fasta(args.fasta, args.record).sequence
@@ -123,7 +123,7 @@ def _reference(args) -> str:
 
 
 def _score(args) -> dict:
-    from .score import score_sequence, score_variant
+    from ..inference.score import score_sequence, score_variant
 
     sequence = _reference(args)
     bundle = _bundle(args)
@@ -146,7 +146,7 @@ def _score(args) -> dict:
 
 
 def _scan(args) -> dict:
-    from .scan import scan_substitutions
+    from ..inference.scan import scan_substitutions
 
     sequence = _reference(args)
     bundle = _bundle(args)
@@ -170,7 +170,7 @@ def _tokenize(args) -> dict:
 
 
 def _models(args) -> dict:
-    from .models import HUB_MODELS, bundled_models
+    from ..model.hub import HUB_MODELS, bundled_models
 
     data = {"bundled": bundled_models(), "hub": {k: v for k, v in HUB_MODELS.items()},
             "default": os.environ.get("CARBON_MODEL") or (bundled_models() or [None])[0]}
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from transformers.utils import logging as hf_logging
 
-        from .models import out_of_memory_as_error
+        from ..model.manager import out_of_memory_as_error
 
         hf_logging.disable_progress_bar()
         handler = {"generate": _generate, "score": _score, "scan": _scan, "tokenize": _tokenize,

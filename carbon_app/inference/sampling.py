@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 from .marginals import factorised_logprobs, kmer_log_mask, log_marginals
 
 MODES = ("bp", "token")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ModelError
 from .dna import BASES
-from .errors import ModelError
 
 DNA_OPEN, DNA_CLOSE, OOV = "<dna>", "</dna>", "<oov>"
 

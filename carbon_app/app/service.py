@@ -15,14 +15,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks import report
-from ..dna import clean_sequence, is_record_text, read_fasta
+from ..core.dna import clean_sequence, is_record_text, read_fasta
+from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..errors import CarbonError, InputError
-from ..generate import GenerationResult, generate_stream
-from ..models import ModelManager, bundled_models, default_model_name, out_of_memory_as_error, resolve_model_dir
-from ..scan import ScanResult, scan_substitutions
-from ..score import Variant, VariantScore, score_variant
-from ..tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
+from ..inference.checks import report
+from ..inference.generate import GenerationResult, generate_stream
+from ..inference.scan import ScanResult, scan_substitutions
+from ..inference.score import Variant, VariantScore, score_variant
+from ..model.hub import bundled_models, default_model_name, resolve_model_dir
+from ..model.manager import ModelManager, out_of_memory_as_error
 
 MAX_UPLOAD_BYTES = 5 * 2**20
 MAX_PASTE_CHARS = 2_000_000

@@ -1,0 +1,2 @@
+"""Loaded models: finding and loading checkpoints, the bundle the engine uses, the cached manager,
+and the forward pass with its KV cache."""

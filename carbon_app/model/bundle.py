@@ -1,0 +1,267 @@
+"""A loaded model with what the engine needs beside it: codec, tags, the k-mer head, memory accounting.
+
+Loading reads everything from the model's own files (`dna_config.json`,
+`tag_scheme.json`, the tokenizer), runs stock `transformers` classes and never
+remote code unless asked, and picks the lean forward where the architecture
+is one it computes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..core.tags import TagScheme, load_tag_scheme
+from ..core.tokens import CarbonTokenizer, DnaConfig
+from ..errors import ModelError
+from .decoder import LeanDecoder
+from .hub import draft_for, resolve_model_dir
+
+
+@dataclass
+class ModelBundle:
+    """A loaded model with everything the engine needs to use it."""
+
+    name: str
+    path: Path
+    model: torch.nn.Module
+    tokenizer: CarbonTokenizer
+    tags: TagScheme
+    device: torch.device
+    dtype: torch.dtype
+    max_tokens: int
+    dna_head: torch.Tensor  # [4^k, hidden]: the k-mer rows of the output projection
+    n_bytes: int
+    draft: str | None = None
+    info: dict = field(default_factory=dict)
+    free_memory: Callable[[], int] | None = None  # bytes the manager's budget leaves for requests
+    decoder: LeanDecoder | None = None  # the lean forward, where the architecture is one it computes
+
+    @property
+    def k(self) -> int:
+        return self.tokenizer.k
+
+    @property
+    def max_bases(self) -> int:
+        return self.max_tokens * self.k
+
+    @torch.inference_mode()
+    def hidden_states(self, input_ids: torch.Tensor, cache=None):
+        """Final-norm hidden states of the decoder (no output projection)."""
+        if self.decoder is not None:
+            return self.decoder(input_ids, cache)
+        out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
+        return out.last_hidden_state
+
+    def kmer_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., hidden] -> [..., 4^k] float32 logits over the k-mers only.
+
+        DNA never needs the other ~150k rows of the output projection, so only
+        the k-mer rows are multiplied (in fp32 when the head was upcast).
+        """
+        return (hidden.to(self.dna_head.dtype) @ self.dna_head.T).float()
+
+    def working_bytes(self, kv_tokens: int, forward_tokens: int, scored_tokens: int) -> int:
+        """About the memory a request needs beside the weights: keys and values for
+        `kv_tokens` (summed over rows), one layer's activations for the
+        `forward_tokens` of its largest forward pass, and fp32 k-mer log-probs
+        (with their logits) for `scored_tokens` positions."""
+        config = self.model.config
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        size = torch.tensor([], dtype=self.dtype).element_size()
+        per_kv_token = 2 * config.num_hidden_layers * kv_heads * head_dim * size
+        per_forward_token = (4 * config.hidden_size + 3 * config.intermediate_size) * size
+        return (kv_tokens * per_kv_token + forward_tokens * per_forward_token
+                + scored_tokens * self.tokenizer.n_kmers * 4 * 2)
+
+    def check_memory(self, kv_tokens: int, forward_tokens: int, scored_tokens: int, what: str) -> None:
+        """Refuse, before any work, a request that cannot fit in the memory budget."""
+        if self.free_memory is None:
+            return
+        needed, free = self.working_bytes(kv_tokens, forward_tokens, scored_tokens), self.free_memory()
+        if needed > free:
+            raise ModelError(
+                f"{what} needs about {needed / 2**20:,.0f} MiB of working memory beside the model weights, "
+                f"but the memory budget (CARBON_MEMORY_BUDGET_GB) leaves {max(free, 0) / 2**20:,.0f} MiB: ask for "
+                "fewer samples, fewer bases or a shorter window")
+
+    @functools.cached_property
+    def quality(self) -> dict | None:
+        """The model's measured variant-effect quality on held-out genes (`eval.json`'s "quality",
+        written by the demo-model pipeline), or None when the model ships no such measurement."""
+        path = self.path / "eval.json"
+        try:
+            return json.loads(path.read_text()).get("quality") if path.exists() else None
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "device": str(self.device),
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "head_dtype": str(self.dna_head.dtype).replace("torch.", ""),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "memory_bytes": self.n_bytes,
+            "context_tokens": self.max_tokens,
+            "context_bases": self.max_bases,
+            "k": self.k,
+            "tag_scheme": self.tags.name,
+            "draft": self.draft,
+            **self.info,
+        }
+
+
+# -- locating a model's files -------------------------------------------------------
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _encodes_tags(tokenizer, probe: str) -> bool:
+    try:
+        ids = tokenizer.encode(probe, add_special_tokens=False)
+        return bool(ids) and tokenizer.decode(ids) == probe
+    except (ValueError, KeyError, TypeError, IndexError):
+        return False
+
+
+def _load_text_tokenizer(path: Path, trust_remote_code: bool, probe: str):
+    """The BPE half, checked by a round trip of a tag string.
+
+    A repository whose tokenizer config names a remote-code class still ships
+    the stock Qwen3 BPE files; without remote code, `AutoTokenizer` can then
+    return a tokenizer with an empty vocabulary (it encodes text to nothing),
+    so those files are read with the stock Qwen2 class instead.
+    """
+    from transformers import AutoTokenizer, Qwen2Tokenizer
+
+    reason = "it does not encode and decode the tag text faithfully"
+    for load in (
+        lambda: AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code),
+        lambda: Qwen2Tokenizer.from_pretrained(str(path), local_files_only=True),
+    ):
+        try:
+            tokenizer = load()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            continue
+        if _encodes_tags(tokenizer, probe):
+            return tokenizer
+    raise ModelError(f"the text tokenizer in '{path}' cannot be loaded: {reason}")
+
+
+def weights_bytes(path: Path, dtype: torch.dtype) -> int:
+    """Bytes the model's parameters take in `dtype`, read from the safetensors headers."""
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise ModelError(f"'{path}' holds no .safetensors weights")
+    count = 0
+    try:
+        for file in files:
+            with safe_open(str(file), framework="pt") as handle:
+                for key in handle.keys():
+                    shape = handle.get_slice(key).get_shape()
+                    n = 1
+                    for dim in shape:
+                        n *= dim
+                    count += n
+    except Exception as exc:  # safetensors raises its own error types for damaged files
+        raise ModelError(f"the weights in '{path}' cannot be read: {str(exc)[:200]}") from None
+    return count * torch.tensor([], dtype=dtype).element_size()
+
+
+def load_bundle(
+    name: str,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    fp32_head: bool = True,
+    trust_remote_code: bool = False,
+) -> ModelBundle:
+    """Load model `name` (see module docstring) for inference."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = resolve_model_dir(name)
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    dna_config = DnaConfig.from_file(path / "dna_config.json")
+    tags = load_tag_scheme(path)
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelError(f"the config in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+    kmer_end = dna_config.kmer_start_id + dna_config.n_kmers
+    if config.vocab_size < kmer_end:
+        raise ModelError(
+            f"dna_config.json in '{path}' puts the last k-mer at id {kmer_end - 1}, but the model "
+            f"has only {config.vocab_size} ids: the DNA config does not match the weights"
+        )
+    probe = tags.probe_text() or "<dna>"
+    text_tokenizer = _load_text_tokenizer(path, trust_remote_code, probe)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code
+        )
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise ModelError(f"the weights in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+    tokenizer = CarbonTokenizer(dna_config, text_tokenizer)
+    return make_bundle(name, path, model.to(device).eval(), tokenizer, tags, fp32_head)
+
+
+def make_bundle(
+    name: str,
+    path: Path,
+    model: torch.nn.Module,
+    tokenizer: CarbonTokenizer,
+    tags: TagScheme,
+    fp32_head: bool = True,
+) -> ModelBundle:
+    """Wrap a loaded causal LM (already on its device) for the engine.
+
+    Where `LeanDecoder` computes the architecture, the model's q/k/v and gate/up
+    weights are fused in place for it; the model itself keeps working as before
+    (and `dataclasses.replace(bundle, decoder=None)` runs the engine on it).
+    """
+    config = model.config
+    weight = model.get_output_embeddings().weight.detach()
+    kmer_start = tokenizer.kmer_start_id
+    head = weight[kmer_start : kmer_start + tokenizer.n_kmers]
+    if head.shape[0] != tokenizer.n_kmers:
+        raise ModelError(f"the output projection of '{name}' is too small for its DNA config")
+    upcast = fp32_head and head.dtype != torch.float32
+    head = head.float().clone() if upcast else head
+    lean = LeanDecoder.supports(model)
+    n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
+    n_bytes += head.numel() * head.element_size() if upcast else 0
+    return ModelBundle(
+        name=name,
+        path=path,
+        model=model,
+        tokenizer=tokenizer,
+        tags=tags,
+        device=weight.device,
+        dtype=weight.dtype,
+        max_tokens=int(config.max_position_embeddings),
+        dna_head=head,
+        n_bytes=n_bytes,
+        draft=draft_for(name, path),
+        info={"architecture": (config.architectures or [type(model).__name__])[0], "lean_decoder": lean},
+        decoder=LeanDecoder(model) if lean else None,
+    )
+
+

@@ -1,0 +1,134 @@
+"""Where a model's files are: bundled demo models, hub checkpoints, local directories.
+
+A model is a directory in the Hugging Face format (`config.json`, safetensors
+weights) plus `dna_config.json`, the text-tokenizer files and optionally
+`tag_scheme.json`. It is named one of three ways:
+
+- a bundled demo model: a folder name under `assets/models/`;
+- a hub id such as `HuggingFaceBio/Carbon-3B`, optionally `@revision`;
+- a local directory path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..assets import ASSETS
+from ..errors import ModelError
+
+ASSETS_MODELS = ASSETS / "models"
+
+#: Released checkpoints and the draft each pairs with for speculative decoding.
+#: Revisions are "main" until a deployment pins a commit with `id@<commit>` or
+#: CARBON_MODEL; the hub cannot be reached to look the commits up from here.
+HUB_MODELS = {
+    "HuggingFaceBio/Carbon-500M": {"revision": "main", "draft": None},
+    "HuggingFaceBio/Carbon-3B": {"revision": "main", "draft": "HuggingFaceBio/Carbon-500M"},
+    "HuggingFaceBio/Carbon-8B": {"revision": "main", "draft": "HuggingFaceBio/Carbon-500M"},
+}
+_HUB_FILES = ["*.json", "*.safetensors", "merges.txt", "vocab.json", "*.model", "*.md"]
+
+
+def bundled_models() -> list[str]:
+    """Names of the demo models shipped in `assets/models/`."""
+    if not ASSETS_MODELS.is_dir():
+        return []
+    return sorted(p.name for p in ASSETS_MODELS.iterdir() if (p / "config.json").exists())
+
+
+def default_model_name() -> str:
+    """CARBON_MODEL if set, else the bundled demo target."""
+    configured = os.environ.get("CARBON_MODEL", "").strip()
+    if configured:
+        return configured
+    for name in bundled_models():
+        if (ASSETS_MODELS / name / "carbon_role.json").exists():
+            role = json.loads((ASSETS_MODELS / name / "carbon_role.json").read_text())
+            if role.get("role") == "target":
+                return name
+    bundled = bundled_models()
+    if bundled:
+        return bundled[0]
+    raise ModelError("no model given and no bundled demo model found: pass a model name or directory")
+
+
+def split_revision(name: str) -> tuple[str, str | None]:
+    if "@" in name:
+        repo, revision = name.rsplit("@", 1)
+        return repo, revision or None
+    return name, None
+
+
+def looks_like_hub_id(name: str) -> bool:
+    repo, _ = split_revision(name)
+    parts = repo.split("/")
+    return len(parts) == 2 and all(parts) and not repo.startswith((".", "/", "~"))
+
+
+def resolve_model_dir(name: str) -> Path:
+    """Directory holding the files of model `name`, downloading from the hub if needed."""
+    name = name.strip()
+    if not name:
+        raise ModelError("no model name given")
+    if name in bundled_models():
+        return ASSETS_MODELS / name
+    local = Path(name).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").exists():
+            raise ModelError(f"the directory '{local}' holds no config.json: it is not a model directory")
+        return local
+    if looks_like_hub_id(name):
+        return _hub_snapshot(name)
+    known = ", ".join(bundled_models() + list(HUB_MODELS)) or "none"
+    raise ModelError(
+        f"unknown model '{name}': not a bundled model, a local model directory, or a hub id "
+        f"(known: {known})"
+    )
+
+
+def _hub_snapshot(name: str) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    repo, revision = split_revision(name)
+    revision = revision or HUB_MODELS.get(repo, {}).get("revision", "main")
+    try:  # the cache first: no network when the files are already here
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=_HUB_FILES, local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}:
+        raise ModelError(
+            f"model '{repo}' (revision {revision}) is not in the local Hugging Face cache and "
+            "HF_HUB_OFFLINE is set: download it first or point to a local directory"
+        )
+    try:
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=_HUB_FILES))
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelError(
+            f"model '{repo}' (revision {revision}) is not in the local cache and could not be "
+            f"downloaded from the hub ({reason[:200]})"
+        ) from None
+
+
+# -- loading ----------------------------------------------------------------------------
+
+
+def draft_for(name: str, path: Path | None = None) -> str | None:
+    """Name of the draft model that pairs with target `name`, if any."""
+    repo, _ = split_revision(name)
+    if repo in HUB_MODELS:
+        return HUB_MODELS[repo]["draft"]
+    role_file = (path or Path(name)) / "carbon_role.json"
+    if role_file.exists():
+        try:
+            return json.loads(role_file.read_text()).get("draft")
+        except (OSError, json.JSONDecodeError):
+            return None
+    return None
+
+
+# -- the cache ------------------------------------------------------------------------
+

@@ -1,0 +1,1 @@
+"""Developer tools: the benchmark, the soak test and Carbon-shaped models with random weights."""
