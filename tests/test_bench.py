@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from carbon_app import bench
+from carbon_app.tools import bench
 
 
 def test_generation_suite_runs_and_its_contenders_agree(capsys):

@@ -31,13 +31,13 @@ def test_greedy_output_is_identical_with_masks_and_odd_lengths(compact, other_dr
         alone = generate(compact, prompt, n, **options)
         drafted = generate(compact, prompt, n, draft=other_draft if case % 3 else compact, **options)
         assert drafted.sequences == alone.sequences
-        assert drafted.speculative["proposed"] >= drafted.speculative["accepted"]
+        assert drafted.speculative.proposed >= drafted.speculative.accepted
 
 
 def test_sampling_with_a_draft_makes_the_targets_own_designs_for_a_seed(compact, other_draft, monkeypatch):
     """Same seed, same designs, with or without the draft and whatever the timing decided:
     drafted throughout, falling back at once, or re-measuring the target every round."""
-    from carbon_app import speculative
+    from carbon_app.inference import speculative
 
     rng = random.Random(5)
     for _ in range(12):
@@ -52,7 +52,7 @@ def test_sampling_with_a_draft_makes_the_targets_own_designs_for_a_seed(compact,
         with monkeypatch.context() as patch:
             patch.setattr(speculative, "FALLBACK_MARGIN", 1e6)  # judged not to pay after two rounds
             dropped = generate(compact, "ACGTACGGT", n, draft=other_draft, **options)
-        assert dropped.sequences == alone.sequences and dropped.speculative["fallback_reason"]
+        assert dropped.sequences == alone.sequences and dropped.speculative.fallback_reason
         with monkeypatch.context() as patch:
             patch.setattr(speculative, "FALLBACK_MARGIN", 1e-6)
             patch.setattr(speculative, "PROBE_EVERY", 1)
@@ -63,7 +63,7 @@ def test_sampling_with_a_draft_makes_the_targets_own_designs_for_a_seed(compact,
 def test_a_perfect_draft_is_always_accepted(compact):
     for temperature in (0, 1.0):
         out = generate(compact, "ACGTAC", 120, temperature=temperature, draft=compact, seed=3, samples=2)
-        assert out.speculative["acceptance_rate"] == 1.0 and all(len(s) == 120 for s in out.sequences)
+        assert out.speculative.acceptance_rate == 1.0 and all(len(s) == 120 for s in out.sequences)
 
 
 def test_sampling_keeps_the_targets_base_distribution(compact, other_draft):
@@ -78,8 +78,8 @@ def test_sampling_keeps_the_targets_base_distribution(compact, other_draft):
     for seed in range(16):
         out = generate(compact, "ACGTAC", 72, mask=fixed + "N" * 60, temperature=1.0, seed=seed, samples=64,
                        draft=other_draft)
-        assert out.speculative["rounds"] >= 1  # the third token always comes from the first drafted round
-        assert out.speculative["acceptance_rate"] < 1.0  # the draft really is a different model
+        assert out.speculative.rounds >= 1  # the third token always comes from the first drafted round
+        assert out.speculative.acceptance_rate < 1.0  # the draft really is a different model
         for seq in out.sequences:
             for j, base in enumerate(seq[12:18]):
                 counts[j, "ATCG".index(base)] += 1
@@ -94,7 +94,7 @@ def test_incompatible_draft_is_refused(compact, carbon):
 
 def test_short_runs_use_the_target_alone(compact):
     out = generate(compact, "ACGTAC", 30, draft=compact, seed=2)
-    assert out.speculative["proposed"] == 0 and "too few" in out.speculative["fallback_reason"]
+    assert out.speculative.proposed == 0 and "too few" in out.speculative.fallback_reason
     assert out.sequences == generate(compact, "ACGTAC", 30, seed=2).sequences
 
 
@@ -105,17 +105,17 @@ def test_a_draft_that_does_not_pay_is_dropped_with_a_reason(compact, other_draft
     drafted = generate(compact, "ACGTACGGT", 300, temperature=0, draft=other_draft)
     assert drafted.sequences == alone.sequences
     stats = drafted.speculative
-    assert stats["plain_ms_per_token"] > 0
-    if stats["fallback_reason"] is None:
-        assert stats["estimated_speedup"] >= 0.95
+    assert stats.plain_ms_per_token > 0
+    if stats.fallback_reason is None:
+        assert stats.estimated_speedup >= 0.95
     else:
-        assert "did not pay" in stats["fallback_reason"] and stats["rounds"] >= 2
+        assert "did not pay" in stats.fallback_reason and stats.rounds >= 2
 
 
 def test_speed_probes_between_rounds_keep_the_output_exact(compact, other_draft, monkeypatch):
     """Every few rounds the target makes one token alone to re-measure the speed to beat;
     those tokens are the target's own, so greedy output stays identical."""
-    from carbon_app import speculative
+    from carbon_app.inference import speculative
 
     monkeypatch.setattr(speculative, "FALLBACK_MARGIN", 1e-6)  # never judged not to pay: probes keep coming
     monkeypatch.setattr(speculative, "PROBE_EVERY", 2)
@@ -123,8 +123,8 @@ def test_speed_probes_between_rounds_keep_the_output_exact(compact, other_draft,
         alone = generate(compact, "ACGTACGGT", 401, temperature=0, mode=mode, samples=2)
         drafted = generate(compact, "ACGTACGGT", 401, temperature=0, mode=mode, samples=2, draft=other_draft)
         stats = drafted.speculative
-        assert drafted.sequences == alone.sequences and stats["fallback_reason"] is None
-        assert stats["plain_tokens"] >= speculative.CALIBRATION_STEPS + stats["rounds"] // 2 - 1
+        assert drafted.sequences == alone.sequences and stats.fallback_reason is None
+        assert stats.plain_tokens >= speculative.CALIBRATION_STEPS + stats.rounds // 2 - 1
 
 
 def test_the_drafted_speed_leaves_out_one_stalled_round_once_there_are_enough():

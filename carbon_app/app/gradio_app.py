@@ -17,7 +17,7 @@ from ..errors import CarbonError
 from ..inference.generate import MAX_SAMPLES
 from ..inference.score import DEFAULT_WINDOW
 from ..model.manager import ModelManager
-from .plots import confidence_figure, scan_figure, site_figure, variant_figure
+from .plots import BASE_COLOURS, confidence_figure, scan_figure, site_figure, variant_figure
 from .service import AppConfig, Service
 
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)
@@ -29,7 +29,6 @@ try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
 except ImportError:
     def on_gpu(fn):
         return fn
-BASE_COLOURS = {"A": "#1a7f37", "C": "#0b5cad", "G": "#b35900", "T": "#c4272d"}
 RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
                  "the bundled demo models are for demonstration, not biological conclusions.*")
 
@@ -140,12 +139,12 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                 timing = f"{result.seconds:.2f} s, {result.bases_per_second:,.0f} bases/s ({result.n_tokens} tokens)"
                 if result.speculative:
                     s = result.speculative
-                    timing += (f"; speculative decoding with {s['draft_model']}: {100 * s['acceptance_rate']:.0f}% "
-                               f"of {s['proposed']} proposed 6-mers accepted")
-                    if s["fallback_reason"]:
-                        timing += f" ({s['fallback_reason']})"
-                    elif s["estimated_speedup"]:
-                        timing += f", about {s['estimated_speedup']:.2f}x the target alone"
+                    timing += (f"; speculative decoding with {s.draft_model}: {100 * s.acceptance_rate:.0f}% "
+                               f"of {s.proposed} proposed 6-mers accepted")
+                    if s.fallback_reason:
+                        timing += f" ({s.fallback_reason})"
+                    elif s.estimated_speedup:
+                        timing += f", about {s.estimated_speedup:.2f}x the target alone"
                 if note:
                     timing += f"; {note}"
                 prompt_info = f"prompt text:\n{result.prompt_text}\n\ntoken ids ({len(result.prompt_ids)}):\n" + \

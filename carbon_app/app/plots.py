@@ -8,7 +8,8 @@ from plotly.subplots import make_subplots
 
 from ..core.dna import BASES
 
-BASE_COLOURS = {"A": "#2ca02c", "C": "#1f77b4", "G": "#ff7f0e", "T": "#d62728"}
+#: one colour per base wherever bases are drawn: sequence text, bars, heatmap labels
+BASE_COLOURS = {"A": "#1a7f37", "C": "#0b5cad", "G": "#b35900", "T": "#c4272d"}
 
 
 def confidence_figure(base_probs: list[list[float]], base_entropy: list[list[float]], sequences: list[str],
@@ -44,7 +45,7 @@ def variant_figure(score) -> go.Figure:
                              hovertemplate="position %{text}<br>%{y:.3f}<extra>alt</extra>"), row=1, col=1)
     fig.add_trace(go.Bar(x=x, y=score.aligned_delta, name="delta", text=labels, marker_color="#7f7f7f",
                          hovertemplate="position %{text}<br>%{y:.3f}<extra>alt - ref</extra>"), row=2, col=1)
-    site = next((i for i, p in enumerate(pos) if p is not None and p >= int(score.variant.split(":")[0])), 0)
+    site = next((i for i, p in enumerate(pos) if p is not None and p >= score.variant.pos), 0)
     for row in (1, 2):
         fig.add_vline(x=site, line_dash="dash", line_color="crimson", row=row, col=1)
     ticks = x[:: max(1, len(x) // 10)]
@@ -60,7 +61,7 @@ def site_figure(score) -> go.Figure:
     fig.add_trace(go.Bar(x=bases, y=[score.site_probs_ref[b] for b in bases], name="reference context",
                          marker_color=[BASE_COLOURS[b] for b in bases]))
     fig.update_layout(height=260, margin=dict(l=40, r=20, t=40, b=30), yaxis=dict(range=[0, 1]),
-                      title=f"model's base probabilities at position {score.variant.split(':')[0]}")
+                      title=f"model's base probabilities at position {score.variant.pos}")
     return fig
 
 

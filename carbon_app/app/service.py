@@ -217,4 +217,4 @@ def variant_from_sequences(reference: str, alternate: str) -> Variant:
             ref_core, alt_core = ref[head] + ref_core, ref[head] + alt_core
         else:
             ref_core, alt_core = ref_core + ref[len(ref_core)], alt_core + ref[len(ref_core)]
-    return Variant.parse(f"{head + 1}:{ref_core}>{alt_core}")
+    return Variant(head + 1, ref_core, alt_core)

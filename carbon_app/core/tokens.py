@@ -23,6 +23,13 @@ from .dna import BASES
 
 DNA_OPEN, DNA_CLOSE, OOV = "<dna>", "</dna>", "<oov>"
 
+
+def dna_prompt(tag_prefix: str, bases: str = "", pad_to: int | None = None) -> str:
+    """The text a Carbon model reads: its tags, `<dna>`, then the bases (right-padded with A to a
+    multiple of `pad_to` when given: scoring reads whole k-mers and never scores the padding)."""
+    padding = "A" * (-len(bases) % pad_to) if pad_to else ""
+    return tag_prefix + DNA_OPEN + bases + padding
+
 # byte -> base digit, 255 for anything that is not A/T/C/G (upper case only: the
 # tokenizer upper-cases DNA before it gets here).
 _DIGIT_OF_BYTE = np.full(256, 255, dtype=np.uint8)

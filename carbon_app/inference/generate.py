@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..core.dna import BASE_INDEX, clean_sequence, mask_from_template
-from ..core.tokens import DNA_OPEN
+from ..core.tokens import dna_prompt
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.kv import preallocated_cache
@@ -69,7 +69,7 @@ class GenerationResult:
     seconds: float
     base_probs: list[list[float]] = field(default_factory=list)  # P(chosen base) per position
     base_entropy: list[list[float]] = field(default_factory=list)  # bits, per position
-    speculative: dict | None = None  # draft statistics when a draft model proposed tokens
+    speculative: SpeculativeStats | None = None  # draft statistics when a draft model proposed tokens
     done: bool = True
 
     @property
@@ -79,6 +79,7 @@ class GenerationResult:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["bases_per_second"] = self.bases_per_second
+        data["speculative"] = self.speculative.to_dict() if self.speculative else None
         return data
 
 
@@ -120,7 +121,7 @@ def plan_generation(
     if n_bases < 1:
         raise InputError(f"the number of bases must be at least 1, not {n_bases}")
 
-    prompt_text = bundle.tags.prefix(species, region) + DNA_OPEN + context
+    prompt_text = dna_prompt(bundle.tags.prefix(species, region), context)
     prompt_ids = bundle.tokenizer.encode(prompt_text)
     n_tokens = math.ceil((leftover + n_bases) / k)
     room = bundle.max_tokens - len(prompt_ids)
@@ -189,7 +190,7 @@ def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
                          "or devices differ")
     if target.tokenizer.text_tokenizer is None or draft.tokenizer.text_tokenizer is None:
         return  # DNA-only bundles (benchmarks): the DNA layouts already agree
-    probe = target.tags.probe_text() + DNA_OPEN
+    probe = dna_prompt(target.tags.probe_text())
     if draft.tokenizer.encode(probe) != target.tokenizer.encode(probe):
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")
 
@@ -262,7 +263,7 @@ def generate_stream(
             seconds=time.perf_counter() - began,
             base_probs=p.tolist(),
             base_entropy=h.tolist(),
-            speculative=stats.to_dict() if stats is not None else None,
+            speculative=stats,
             done=done,
         )
 

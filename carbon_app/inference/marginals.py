@@ -20,7 +20,7 @@ import functools
 import torch
 
 
-def _k_of(n_kmers: int) -> int:
+def k_of(n_kmers: int) -> int:
     k = (n_kmers.bit_length() - 1) // 2
     if 4**k != n_kmers:
         raise ValueError(f"{n_kmers} is not a power of 4")
@@ -63,7 +63,7 @@ def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False) -> torch
     largest log-prob, so nothing within ~700 nats of the top k-mer underflows
     (float32 would lose bases ~87 nats down); excluded bases stay exactly -inf.
     """
-    k = _k_of(kmer_logprobs.shape[-1])
+    k = k_of(kmer_logprobs.shape[-1])
     top = kmer_logprobs.detach().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).min)
     probs = (kmer_logprobs - top).double().exp()
     sums = (probs @ _digit_indicator(k, kmer_logprobs.device)).unflatten(-1, (k, 4))
@@ -111,7 +111,7 @@ def chain_logprobs(kmer_logprobs: torch.Tensor, allowed: torch.Tensor) -> torch.
     allowed base and conditions the later positions on it.
     """
     tokens, n_kmers = kmer_logprobs.shape
-    k = _k_of(n_kmers)
+    k = k_of(n_kmers)
     rows = torch.arange(tokens, device=kmer_logprobs.device)
     remaining = kmer_logprobs  # log-probs of the k-mers that extend the prefix chosen so far
     terms = []

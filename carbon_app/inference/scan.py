@@ -32,7 +32,7 @@ import torch
 from transformers import DynamicCache
 
 from ..core.dna import BASES, clean_sequence, mask_from_template
-from ..core.tokens import DNA_OPEN
+from ..core.tokens import dna_prompt
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
@@ -160,9 +160,8 @@ def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: lis
     and the prompt text."""
     win = seq[lo:hi]
     k = bundle.k
-    padded = win + "A" * (-len(win) % k)
-    n_tokens = len(padded) // k
-    prompt_text = prefix + DNA_OPEN + padded
+    n_tokens = -(-len(win) // k)
+    prompt_text = dna_prompt(prefix, win, k)
     ids = torch.tensor([bundle.tokenizer.encode(prompt_text)], device=bundle.device)
     first = ids.shape[1] - n_tokens - 1  # index of <dna>
     real = torch.zeros(n_tokens * k, dtype=torch.bool, device=bundle.device)

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
-from ..core.tokens import DNA_OPEN
+from ..core.tokens import dna_prompt
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
@@ -72,7 +72,7 @@ def _check_method(method: str) -> None:
 
 def context_room_bases(bundle: ModelBundle, prefix_text: str) -> int:
     """How many bases one forward pass can score after the tag prefix and `<dna>`."""
-    prefix_tokens = len(bundle.tokenizer.encode(prefix_text + DNA_OPEN))
+    prefix_tokens = len(bundle.tokenizer.encode(dna_prompt(prefix_text)))
     return (bundle.max_tokens - prefix_tokens + 1) * bundle.k  # the last token is read, never fed
 
 
@@ -89,8 +89,8 @@ def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, method: str
     so a row's filling never reaches its real tokens.
     """
     k = bundle.k
-    prompts = [bundle.tokenizer.encode(prefix + DNA_OPEN + seq + "A" * (-len(seq) % k)) for seq in seqs]
-    first = len(bundle.tokenizer.encode(prefix + DNA_OPEN)) - 1  # <dna>: its logits predict the first k-mer
+    prompts = [bundle.tokenizer.encode(dna_prompt(prefix, seq, k)) for seq in seqs]
+    first = len(bundle.tokenizer.encode(dna_prompt(prefix))) - 1  # <dna>: its logits predict the first k-mer
     widest = max(len(ids) for ids in prompts)
     per_row = max(1, _BATCH_TOKENS // widest)
     bundle.check_memory(min(per_row, len(seqs)) * widest, min(per_row, len(seqs)) * widest, _HEAD_CHUNK,
@@ -142,9 +142,8 @@ def score_sequence(
             f"(context {bundle.max_tokens:,} tokens): score a shorter window"
         )
     logprobs, probs, ids = _score_batch(bundle, [seq], prefix, method)[0]
-    padded = seq + "A" * (-len(seq) % bundle.k)
     return SequenceScore(sequence=seq, logprobs=logprobs.numpy(), probs=probs.numpy(), method=method,
-                         prompt_text=prefix + DNA_OPEN + padded, prompt_ids=ids)
+                         prompt_text=dna_prompt(prefix, seq, bundle.k), prompt_ids=ids)
 
 
 # -- variants -------------------------------------------------------------------------
@@ -161,6 +160,17 @@ class Variant:
     ref: str
     alt: str
 
+    def __post_init__(self) -> None:
+        if self.pos < 1:
+            raise InputError(f"variant positions start at 1, not {self.pos}")
+        for allele, name in ((self.ref, "reference"), (self.alt, "alternate")):
+            bad = next((b for b in allele if b not in "ACGT"), None)
+            if bad:
+                what = f"is '{bad}'" if allele == bad else f"'{allele}' has '{bad}'"
+                raise InputError(f"the {name} allele {what}; alleles are A, C, G and T only")
+        if self.ref == self.alt:
+            raise InputError(f"the variant {self} changes nothing (REF equals ALT)")
+
     @classmethod
     def parse(cls, text: str) -> Variant:
         if text is None or not str(text).strip():
@@ -171,17 +181,7 @@ class Variant:
             if len(re.findall(r">", shown)) > 1 and re.search(r"[,;\s]", shown.strip()):
                 raise InputError(f"'{shown}' holds several variants; score one at a time, as {_VARIANT_FORM}")
             raise InputError(f"the variant '{shown}' is not of the form {_VARIANT_FORM}")
-        pos, ref, alt = int(match.group(1)), match.group(2).upper(), match.group(3).upper()
-        if pos < 1:
-            raise InputError(f"variant positions start at 1, not {pos}")
-        for allele, name in ((ref, "reference"), (alt, "alternate")):
-            bad = next((b for b in allele if b not in "ACGT"), None)
-            if bad:
-                what = f"is '{bad}'" if allele == bad else f"'{allele}' has '{bad}'"
-                raise InputError(f"the {name} allele {what}; alleles are A, C, G and T only")
-        if ref == alt:
-            raise InputError(f"the variant {pos}:{ref}>{alt} changes nothing (REF equals ALT)")
-        return cls(pos, ref, alt)
+        return cls(int(match.group(1)), match.group(2).upper(), match.group(3).upper())
 
     def __str__(self) -> str:
         return f"{self.pos}:{self.ref}>{self.alt}"
@@ -210,7 +210,7 @@ class Variant:
 
 @dataclass
 class VariantScore:
-    variant: str
+    variant: Variant
     delta: float  # LL(alt) - LL(ref) over the columns both alleles have, natural log, mean over the frames
     ll_ref: float  # of the whole window, mean over the frames
     ll_alt: float
@@ -265,6 +265,7 @@ class VariantScore:
         from dataclasses import asdict
 
         data = asdict(self)
+        data["variant"] = str(self.variant)  # POS:REF>ALT, as it was typed
         data["aligned_delta"] = self.aligned_delta
         data["frame_spread"] = self.frame_spread
         data["clear_effect"] = self.clear_effect
@@ -400,10 +401,8 @@ def score_variant(
 
     ll_ref = float(np.mean([float(t.sum()) for t in ref_tracks]))
     ll_alt = float(np.mean([float(t.sum()) for t in alt_tracks]))
-    first_ref, first_alt = windows[0], windows[1]
-    padding = "A" * (-len(first_ref) % bundle.k), "A" * (-len(first_alt) % bundle.k)
     return VariantScore(
-        variant=str(var),
+        variant=var,
         delta=float(np.mean(frame_deltas)),
         ll_ref=ll_ref,
         ll_alt=ll_alt,
@@ -427,8 +426,8 @@ def score_variant(
         deleted_ll=float(np.mean([d for _, d in own])),
         species_tag=bundle.tags.species_tag(species),
         region_tag=bundle.tags.region_tag(region),
-        prompt_text_ref=prefix + DNA_OPEN + first_ref + padding[0],
+        prompt_text_ref=dna_prompt(prefix, windows[0], bundle.k),
         prompt_ids_ref=forward[0][2],
-        prompt_text_alt=prefix + DNA_OPEN + first_alt + padding[1],
+        prompt_text_alt=dna_prompt(prefix, windows[1], bundle.k),
         prompt_ids_alt=forward[1][2],
     )

@@ -24,6 +24,7 @@ import time
 import numpy as np
 import torch
 
+from ..core.tokens import dna_prompt
 from ..inference.generate import generate
 from ..inference.sampling import DnaLogitsProcessor, SamplingParams
 from .synthetic import random_bundle
@@ -51,7 +52,7 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, 
     prompt = "".join("ACGT"[i] for i in torch.randint(0, 4, (prompt_bases,), generator=generator).tolist())
     prompt = prompt[: len(prompt) - len(prompt) % 6]
     n_bases = tokens * 6
-    ids = torch.tensor([bundle.tokenizer.encode("<dna>" + prompt)], device=device)
+    ids = torch.tensor([bundle.tokenizer.encode(dna_prompt("", prompt))], device=device)
     print(f"\n== batch 1, greedy, {ids.shape[1]} prompt tokens ({len(prompt)} bases), "
           f"{tokens} new tokens ({n_bases} bases)")
 
@@ -214,9 +215,9 @@ def speculative_suite(repeats: int) -> None:
             speedup = paired_ratio(alone_times, drafted_times)
             same = "yes" if plain.sequences == spec.sequences else "NO"
             stats = spec.speculative
-            accepted = 100 * stats["acceptance_rate"]
+            accepted = 100 * stats.acceptance_rate
             print(f"{mode:6s} {temperature:11.1f} {a:8.3f} {d:9.3f} {speedup:7.2f}x {accepted:7.0f}% "
-                  f"{same:>11s}  {stats['fallback_reason'] or '-'}")
+                  f"{same:>11s}  {stats.fallback_reason or '-'}")
     greedy_identity_check(target, draft)
     sampling_distribution_check(target, draft)
     useless_draft_suite(repeats)
@@ -235,7 +236,7 @@ def greedy_identity_check(target, draft, cases: int = 100) -> None:
         alone = generate(target, prompt, n, **options)
         drafted = generate(target, prompt, n, draft=draft, draft_always=True, **options)
         same += drafted.sequences == alone.sequences
-        drafted_rounds += drafted.speculative["rounds"]
+        drafted_rounds += drafted.speculative.rounds
     print(f"\n== greedy identity: {same}/{cases} seeded generations with masks and odd base counts identical with "
           f"and without the draft ({drafted_rounds} drafted rounds in all, no fall-back)")
 
@@ -257,7 +258,7 @@ def sampling_distribution_check(target, draft, batches: int = 32, samples: int =
     from ..inference.marginals import log_marginals
 
     prompt, fixed, n = "ATGGCTTCAGATCTCGAA", "GATTACAGATTA", 30
-    ids = torch.tensor([target.tokenizer.encode("<dna>" + prompt + fixed)], device=target.device)
+    ids = torch.tensor([target.tokenizer.encode(dna_prompt("", prompt + fixed))], device=target.device)
     with torch.inference_mode():
         logits = target.kmer_logits(target.hidden_states(ids)[0, -1])
     expected = log_marginals(torch.log_softmax(logits, dim=-1)).exp().cpu().numpy()  # [6, 4]
@@ -307,13 +308,13 @@ def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
           f"(median of back-to-back pairs), best of {repeats} "
           f"{best_drafted / best_alone:.3f} (goal <= 1.05; load on the machine only ever adds time); same output: "
           f"{outputs['alone'].sequences == outputs['with a useless draft'].sequences}; "
-          f"{stats['fallback_reason'] or 'no fall-back'}")
+          f"{stats.fallback_reason or 'no fall-back'}")
     # The toggle's own cost from the engine's timings inside one run, which other load on the
     # machine blurs far less than the difference of two whole runs.
-    drafted_tokens = tokens - stats["plain_tokens"]
-    extra = drafted_tokens * (stats["speculative_ms_per_token"] - stats["plain_ms_per_token"]) / 1000
-    print(f"   the drafted rounds made {drafted_tokens} tokens at {stats['speculative_ms_per_token']:.1f} ms each "
-          f"against {stats['plain_ms_per_token']:.1f} ms alone: {1000 * extra:.0f} ms spent on the draft, "
+    drafted_tokens = tokens - stats.plain_tokens
+    extra = drafted_tokens * (stats.speculative_ms_per_token - stats.plain_ms_per_token) / 1000
+    print(f"   the drafted rounds made {drafted_tokens} tokens at {stats.speculative_ms_per_token:.1f} ms each "
+          f"against {stats.plain_ms_per_token:.1f} ms alone: {1000 * extra:.0f} ms spent on the draft, "
           f"{100 * extra / alone:.1f}% of the run")
 
 

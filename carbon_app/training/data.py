@@ -38,12 +38,13 @@ from Bio import SeqIO
 
 from ..core.dna import reverse_complement
 from ..core.tags import SCHEMES
+from ..core.tokens import dna_prompt
 from .annotation import Transcript, genbank_transcripts, open_text, read_exon_table, read_gtf
 from .sources import PACKAGES, fetch
+from .tokenizer import K
 from .variant_sets import held_out_variant_sets
 
 WINDOW_TOKENS = 252  # with up to two tags and <dna>, a row fits the 256-token demo context
-K = 6
 WINDOW = WINDOW_TOKENS * K
 EVAL_CONTEXT = 594  # 99 whole tokens of context before the 30 bases to recover
 EVAL_TARGET = 30
@@ -344,7 +345,7 @@ def trained_tag_scheme(data_card: dict) -> dict:
 
 def tag_ids(tokenizer, species: str | None, region: str | None) -> list[int]:
     scheme = SCHEMES["pipeline"]
-    return tokenizer.encode(scheme.prefix(species, region) + "<dna>")
+    return tokenizer.encode(dna_prompt(scheme.prefix(species, region)))
 
 
 def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.tokens import dna_prompt
 from ..inference.generate import generate
 from ..inference.score import score_sequence, score_variant
 from ..model.bundle import load_bundle
@@ -53,11 +54,11 @@ def training_bases(data: Path) -> np.ndarray:
     rows = np.load(data / "train_rows.npy").astype(np.int64)
     dna_at = np.load(data / "train_dna_at.npy").astype(np.int64)
     config = json.loads((data / "tokenizer" / "dna_config.json").read_text())
-    kmer_start = config["dna_start_id"] + len(config["dna_special_tokens"])
+    kmer_start, k = config["dna_start_id"] + len(config["dna_special_tokens"]), config["k"]
     columns = np.minimum(dna_at[:, None] + 1 + np.arange(WINDOW_TOKENS), rows.shape[1] - 1)
     kmers = np.take_along_axis(rows, columns, axis=1) - kmer_start
-    valid = (kmers >= 0) & (kmers < 4096) & (dna_at[:, None] + 1 + np.arange(WINDOW_TOKENS) < rows.shape[1])
-    digits = (np.where(valid, kmers, 0)[..., None] // 4 ** np.arange(5, -1, -1)) % 4
+    valid = (kmers >= 0) & (kmers < 4**k) & (dna_at[:, None] + 1 + np.arange(WINDOW_TOKENS) < rows.shape[1])
+    digits = (np.where(valid, kmers, 0)[..., None] // 4 ** np.arange(k - 1, -1, -1)) % 4
     digits[~valid] = -1
     return digits.reshape(len(kmers), -1)
 
@@ -221,7 +222,7 @@ def greedy_agreement(target, draft, windows: list[dict], tokens: int = 30) -> di
         context = window["seq"][:EVAL_CONTEXT]
         for mode in ("token", "bp"):
             continuation = generate(target, context, tokens * 6, temperature=0, mode=mode).sequences[0]
-            ids = torch.tensor([target.tokenizer.encode("<dna>" + context + continuation)])
+            ids = torch.tensor([target.tokenizer.encode(dna_prompt("", context + continuation))])
             picks = []
             for bundle in (target, draft):
                 hidden = bundle.hidden_states(ids[:, :-1])[0, -tokens:]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core.tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
+from ..core.tokens import DNA_CLOSE, DNA_OPEN, OOV, CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
+
+K = 6  # the Carbon release's k (its dna_config.json): the demo models share the layout
 
 
 def demo_tokenizer(out_dir: Path) -> CarbonTokenizer:
@@ -16,7 +18,7 @@ def demo_tokenizer(out_dir: Path) -> CarbonTokenizer:
     A, T, C, G order, then 8 unused ids.
     """
     text = build_tag_text_tokenizer(Path(out_dir))
-    config = DnaConfig(k=6, dna_start_id=len(text), dna_vocab_size=3 + 4096 + 8,
-                       special_tokens=("<dna>", "</dna>", "<oov>"))
+    config = DnaConfig(k=K, dna_start_id=len(text), dna_vocab_size=3 + 4**K + 8,
+                       special_tokens=(DNA_OPEN, DNA_CLOSE, OOV))
     (Path(out_dir) / "dna_config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     return CarbonTokenizer(config, text)

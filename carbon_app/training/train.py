@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.tokens import DnaConfig
-from ..inference.marginals import log_marginals
+from ..inference.marginals import k_of, kmer_digits, log_marginals
 from .data import trained_tag_scheme
 
 PRESETS = {
@@ -90,7 +90,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True):
-    """Cross-entropy over the 6-mers, FNS per-base loss, and (with a teacher) KL, at k-mer targets."""
+    """Cross-entropy over the k-mers, FNS per-base loss, and (with a teacher) KL, at k-mer targets."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     head = model.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
@@ -99,7 +99,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     kmer = targets[keep] - kmer_start
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     ce = F.nll_loss(logprobs, kmer)
-    digits = (kmer.unsqueeze(1) // (4 ** torch.arange(5, -1, -1, device=kmer.device))) % 4
+    digits = kmer_digits(kmer, k_of(n_kmers))
     marginal_input = logprobs if with_fns else logprobs.detach()  # FNS only trains in its stage
     fns = -log_marginals(marginal_input).gather(-1, digits.unsqueeze(-1)).mean()
     kl = torch.zeros((), device=rows.device)
