@@ -30,8 +30,13 @@ def _start_app(out_dir, **env_extra) -> tuple[subprocess.Popen, str]:
 
 
 @pytest.fixture(scope="module")
-def server_process(tmp_path_factory):
-    process, url = _start_app(tmp_path_factory.mktemp("out"))
+def server_out(tmp_path_factory):
+    return tmp_path_factory.mktemp("out")
+
+
+@pytest.fixture(scope="module")
+def server_process(server_out):
+    process, url = _start_app(server_out)
     yield process, url
     process.terminate()
     process.wait(timeout=30)
@@ -118,6 +123,58 @@ def test_bad_input_gets_a_specific_message(client, api, args, message):
         client.predict(*args, api_name=api)
 
 
+_DESIGN = dict(model="carbon-demo", species="none", region="none", prompt="ACGTAC", upload=None, n_bases=12, mask="",
+               mode="bp", temperature=0.9, top_k=0, top_p=1.0, seed=0, samples=1, speculative=False)
+_SCAN = dict(model="carbon-demo", species="none", region="none", sequence="ACGTACGTAC", upload=None, start=2, end=4,
+             window=100, method="marginal")
+
+
+@pytest.mark.parametrize("api, fields, message", [
+    ("/generate", dict(n_bases=0), "the number of bases must be at least 1, not 0"),
+    ("/generate", dict(n_bases=2.5), "the number of bases must be a whole number, not 2.5"),
+    ("/generate", dict(n_bases=None), "give the number of bases"),
+    ("/generate", dict(samples=0), "the number of samples must be between 1 and 64, not 0"),
+    ("/generate", dict(samples=65), "the number of samples must be between 1 and 64, not 65"),
+    ("/generate", dict(seed=-1), "the seed must be between 0 and"),
+    ("/generate", dict(top_k=-1), r"top-k \(0 = off\) must be at least 0, not -1"),
+    ("/generate", dict(temperature=-0.5), "temperature must be between 0 and 10"),
+    ("/generate", dict(temperature=11), "temperature must be between 0 and 10"),
+    ("/generate", dict(top_p=0), r"top-p must be in \(0, 1\]"),
+    ("/generate", dict(top_p=1.5), r"top-p must be in \(0, 1\]"),
+    ("/scan", dict(start=0), "the scan start must be at least 1, not 0"),
+    ("/scan", dict(end=11), "must lie within the 10-base sequence"),
+    ("/scan", dict(window=0), r"the window \(bases\) must be at least 1, not 0"),
+])
+def test_every_number_field_at_and_beyond_its_limits_gets_a_named_message(client, server_out, api, fields, message):
+    """Through the API (the browser sends the same requests): the engine's own message, naming the field,
+    and no traceback in the server's log."""
+    from gradio_client.exceptions import AppError
+
+    args = {**(_DESIGN if api == "/generate" else _SCAN), **fields}
+    with pytest.raises(AppError, match=message):
+        client.predict(*args.values(), api_name=api)
+    assert "Traceback" not in (server_out / "app.log").read_text()
+
+
+def test_the_readmes_named_client_call_works(client):
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    call = re.search(r"out = client\.predict\((.*?)\)\n", readme, re.S).group(1)
+    out = eval(f"client.predict({call})", {"client": client})  # noqa: S307 (the README's own example)
+    assert len(out[-1]["sequences"]) == 2 and all(len(s) == 120 for s in out[-1]["sequences"])
+    assert out[-1]["prompt_text"] == "<fungi_species><protein_coding_region><dna>ATGTCT"
+
+
+def test_number_fields_at_their_limits_are_served(client):
+    out = client.predict(*{**_DESIGN, "n_bases": 1, "samples": 1, "top_k": 0, "temperature": 0, "top_p": 1.0,
+                           "seed": 2**63 - 1}.values(), api_name="/generate")
+    assert len(out[-1]["sequences"][0]) == 1
+    variant = client.predict("carbon-demo", "none", "none", "ACGTACGTAC", None, "3:G>A", "", 1, False, "marginal",
+                             api_name="/score_variant")
+    assert variant[-1]["frame_bases"] >= 1
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -170,6 +227,40 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         shot.mkdir(exist_ok=True)
         for png in tmp_path.glob("*.png"):
             shutil.copy(png, shot / png.name)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(server, client):
+    from playwright.sync_api import sync_playwright
+
+    stopped_before = _stopped(client)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(server)
+        bases = page.get_by_label("Bases to generate (exact)", exact=True)
+        for value, message in (("0", "the number of bases must be at least 1, not 0"),
+                               ("2.5", "the number of bases must be a whole number, not 2.5")):
+            bases.fill(value)
+            page.get_by_role("button", name="Generate").click()
+            page.get_by_text(message).first.wait_for(timeout=30_000)
+        page.get_by_label("Samples (1-64)", exact=True).fill("65")
+        bases.fill("12")
+        page.get_by_role("button", name="Generate").click()
+        page.get_by_text("the number of samples must be between 1 and 64, not 65").first.wait_for(timeout=30_000)
+
+        page.get_by_label("Samples (1-64)", exact=True).fill("8")
+        bases.fill("1400")  # long enough to be stopped halfway
+        page.get_by_role("button", name="Generate").click()
+        page.get_by_text("generating…").first.wait_for(timeout=60_000)
+        page.get_by_role("button", name="Stop").click()
+        # with the page still open: the button itself stopped it, not a closed connection
+        assert _idle(client), "the stopped design still holds its request"
+        assert _stopped(client) == stopped_before + 1
+        assert page.get_by_text("bases/s").count() == 0  # it never finished
+        browser.close()
 
 
 def _running(client) -> int:

@@ -12,6 +12,7 @@ from Bio.Seq import Seq
 from Bio.SeqRecord import SeqRecord
 
 from carbon_app.app.service import AppConfig, Service
+from carbon_app.core.validate import whole_number
 from carbon_app.errors import CarbonError, InputError
 from carbon_app.model.manager import ModelManager
 
@@ -89,9 +90,14 @@ def _design(service, prompt="ATGGTGCAC", n_bases=30, **options):
     ("ACGTAC", 12, {"temperature": math.nan}, "temperature must be between 0 and 10"),
     ("ACGTAC", 12, {"top_p": 0.0}, r"top-p must be in \(0, 1\]"),
     ("ACGTAC", 12, {"top_p": 1.5}, r"top-p must be in \(0, 1\]"),
-    ("ACGTAC", 12, {"top_k": -1}, "top-k must be 0 .off. or a positive number"),
-    ("ACGTAC", 12, {"seed": -1}, "the seed must be a whole number from 0 to"),
-    ("ACGTAC", 12, {"seed": 2**63}, "the seed must be a whole number from 0 to"),
+    ("ACGTAC", 12, {"top_k": -1}, r"top-k \(0 = off\) must be at least 0, not -1"),
+    ("ACGTAC", 12, {"top_k": 2.5}, r"top-k \(0 = off\) must be a whole number, not 2.5"),
+    ("ACGTAC", 12, {"seed": -1}, "the seed must be between 0 and 9,223,372,036,854,775,807, not -1"),
+    ("ACGTAC", 12, {"seed": 2**63}, "the seed must be between 0 and"),
+    ("ACGTAC", 12, {"seed": 1.5}, "the seed must be a whole number, not 1.5"),
+    ("ACGTAC", 12.5, {}, "the number of bases must be a whole number, not 12.5"),
+    ("ACGTAC", 12, {"temperature": None}, "the temperature is empty"),
+    ("ACGTAC", 12, {"temperature": "warm"}, "the temperature must be a number, not 'warm'"),
     ("ACGTAC", 12, {"samples": 0}, "number of samples must be between 1 and 64"),
     ("ACGTAC", 12, {"samples": 65}, "number of samples must be between 1 and 64"),
     ("ACGTAC", 12, {"mode": "codon"}, "mode must be 'bp' .* or 'token'"),
@@ -105,7 +111,9 @@ def test_bad_design_requests_are_refused_by_name(service, prompt, n_bases, optio
 
 def test_iupac_codes_in_whole_prompt_kmers_are_read_as_unknown_tokens(service):
     out = _design(service, "NNNNNNACGTAC", 13, seed=1)
-    assert "<oov>" in out.prompt_text or out.prompt_ids.count(out.prompt_ids[-2]) >= 1
+    tokenizer = service.model("carbon-demo").tokenizer
+    assert out.prompt_text == "<dna>NNNNNNACGTAC"
+    assert out.prompt_ids[-3:] == [tokenizer.open_id, tokenizer.oov_id, *tokenizer.kmer_ids("ACGTAC")]
     assert len(out.sequences[0]) == 13
 
 
@@ -145,7 +153,8 @@ def test_a_reference_longer_than_the_context_is_scored_in_a_window_that_the_resu
 
 @pytest.mark.parametrize("start, end, message", [
     (50, 40, "start <= end"),
-    (0, 10, "must lie within the 93-base sequence"),
+    (0, 10, "the scan start must be at least 1, not 0"),
+    (2.5, 10, "the scan start must be a whole number, not 2.5"),
     (10, 94, "must lie within the 93-base sequence"),
 ])
 def test_bad_scan_regions_are_refused_by_name(service, start, end, message):
@@ -154,14 +163,18 @@ def test_bad_scan_regions_are_refused_by_name(service, start, end, message):
 
 
 @pytest.mark.parametrize("value, message", [
-    (None, "number of bases is empty"),
-    ("", "number of bases is empty"),
+    (None, "the number of bases is empty"),
+    ("", "the number of bases is empty"),
     (2.5, "must be a whole number, not 2.5"),
-    (-4, "between 1 and"),
+    (float("nan"), "must be a whole number, not nan"),
+    ("12x", "must be a whole number, not '12x'"),
+    (True, "must be a whole number, not True"),
+    (-4, "must be between 1 and 100,000, not -4"),
 ])
-def test_bad_numbers_from_widgets_are_refused_by_name(value, message):
+def test_every_number_a_face_sends_is_checked_by_name(value, message):
     with pytest.raises(InputError, match=message):
-        Service.whole_number(value, "number of bases", 1, 100_000)
+        whole_number(value, "the number of bases", 1, 100_000)
+    assert whole_number(300.0, "the number of bases", 1) == 300 and whole_number("40", "top-k", 0) == 40
 
 
 def test_after_all_that_the_service_still_answers(service):
@@ -169,3 +182,19 @@ def test_after_all_that_the_service_still_answers(service):
     assert len(_design(service, seed=4).sequences[0]) == 30
     with pytest.raises(CarbonError):
         service.model("/etc/passwd")
+
+
+def test_design_downloads_record_how_to_make_each_design_again(service):
+    final = _design(service, "ATGGTGCATCTG", 20, seed=11, species="plant", mask="N" * 17 + "TAA", top_k=50,
+                    samples=2)
+    designs, with_prompt, _ = service.design_files(final)
+    records = list(SeqIO.parse(designs, "fasta"))
+    assert [str(r.seq) for r in records] == final.sequences
+    fields = dict(item.split("=", 1) for item in records[0].description.split()[2:])
+    assert fields == {"model": "carbon-demo", "mode": "bp", "tags": "<plant_species>", "temperature": "0.9",
+                      "top_k": "50", "top_p": "1.0", "seed": "11", "mask": "N" * 17 + "TAA", "prompt_bases": "12"}
+    again = _design(service, "ATGGTGCATCTG", 20, seed=int(fields["seed"]), species="plant", mask=fields["mask"],
+                    top_k=int(fields["top_k"]), samples=2)
+    assert again.sequences == final.sequences  # the header is enough to make it again
+    whole = list(SeqIO.parse(with_prompt, "fasta"))
+    assert [str(r.seq) for r in whole] == ["ATGGTGCATCTG" + s for s in final.sequences]

@@ -89,15 +89,32 @@ def _trust_note(bundle) -> str:
             f"{quality['splice_site_vs_deep_intronic_auroc']:.2f} (0.5 = no signal, 1 = perfect).*")
 
 
+def _parameters(count: int) -> str:
+    """5482752 -> '5.5M', 3012345678 -> '3.01B': how model sizes are written."""
+    return f"{count / 1e9:.2f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
+
+
+def _frame_words(r: dict) -> str:
+    """The coding check in words: read in the frame the prompt's (or the design's own) ATG sets."""
+    if r["coding_frame"] is None:
+        return "not coding (no ATG start)"
+    whose = "the prompt's ATG" if r["coding_frame"] == "prompt" else "its own ATG"
+    if r["in_frame_stops"]:
+        where = ", ".join(f"{p:,}" for p in r["in_frame_stops"][:5]) + ("…" if len(r["in_frame_stops"]) > 5 else "")
+        return f"**FAILS**: stop codon in frame at {where} (frame of {whose})"
+    return f"open in the frame of {whose}"
+
+
 def _report_markdown(reports: list[dict]) -> str:
-    lines = ["| design | length | mask | GC | longest ORF | ORF protein |", "|---|---|---|---|---|---|"]
+    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein |",
+             "|---|---|---|---|---|---|---|"]
     for i, r in enumerate(reports, start=1):
         mask = "—" if r["mask_satisfied"] is None else ("satisfied" if r["mask_satisfied"] else "VIOLATED")
         orf = (f"{r['orf_length_aa']} aa, {r['orf_strand']} strand, {r['orf_start']}–{r['orf_end']}"
                if r["orf_start"] else "none")
         protein = r["orf_protein"][:40] + ("…" if len(r["orf_protein"]) > 40 else "")
         lines.append(f"| {i} | {r['length']:,}/{r['expected_length']:,} | {mask} | {100 * r['gc_content']:.1f}% | "
-                     f"{orf} | `{protein}` |")
+                     f"{_frame_words(r)} | {orf} | `{protein}` |")
     return "\n".join(lines)
 
 
@@ -123,13 +140,10 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                samples, speculative, progress=gr.Progress()):  # noqa: B008
         try:
             prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
-            n = Service.whole_number(n_bases, "the number of bases", 1)
-            options = dict(mask=mask or None, species=species, region=region, mode=mode,
-                           temperature=float(temperature), top_k=Service.whole_number(top_k, "top-k", 0),
-                           top_p=float(top_p), seed=Service.whole_number(seed, "the seed", 0, 2**63 - 1),
-                           samples=Service.whole_number(samples, "the number of samples", 1, MAX_SAMPLES),
-                           stream_every=8)
-            for result, note in service.design_stream(model, prompt_bases, n, bool(speculative), **options):
+            # numbers go to the engine as the form sent them: it checks every field and names it
+            options = dict(mask=mask or None, species=species, region=region, mode=mode, temperature=temperature,
+                           top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8)
+            for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
                 progress(len(result.sequences[0]) / result.n_bases, desc="generating")
                 seqs = _bases_html(result.prompt, result.fixed_bases, result.sequences)
                 if not result.done:
@@ -172,7 +186,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     def variant(model, species, region, reference, upload, change, alternate, window, strand, method):
         try:
             seq = Service.sequence(reference, upload, "reference sequence")
-            scored = service.score(model, seq, change, alternate, window=Service.whole_number(window, "the window", 1),
+            scored = service.score(model, seq, change, alternate, window=window,
                                    strand_average=bool(strand), species=species, region=region, method=method)
         except (CarbonError, ValueError, OSError) as exc:
             _fail(exc)
@@ -192,9 +206,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         try:
             seq = Service.sequence(sequence, upload, "sequence")
             progress(0, desc="scoring every substitution")
-            result = service.scan(model, seq, Service.whole_number(start, "the start", 1),
-                                  Service.whole_number(end, "the end", 1),
-                                  window=Service.whole_number(window, "the window", 1), species=species,
+            result = service.scan(model, seq, start, end, window=window, species=species,
                                   region=region, method=method,
                                   progress=lambda done: progress(done, desc="scoring every substitution"))
         except (CarbonError, ValueError, OSError) as exc:
@@ -211,7 +223,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         # server paths stay on the server (and a "path" key would read as a file to gradio_client)
         loaded = [{k: v for k, v in m.items() if k != "path"} for m in service.manager.loaded()]
         table = [[m["name"], m["device"], m["dtype"], m["head_dtype"], f"{m['memory_bytes'] / 2**20:,.1f} MB",
-                  m["parameters"], m["context_bases"], m["draft"] or ""] for m in loaded]
+                  _parameters(m["parameters"]), f"{m['context_bases']:,}", m["draft"] or ""] for m in loaded]
         pairs = "\n".join(f"- **{m}** drafts with **{service.manager.draft_for(m) or 'none'}**" for m in models)
         manager = service.manager
         return table, pairs or "No models configured.", {
@@ -265,20 +277,24 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                 with gr.Column(scale=3):
                     prompt, upload = _sequence_inputs("DNA prompt (bases or FASTA; may be empty)", lines=3)
                     with gr.Row():
-                        n_bases = gr.Number(label="Bases to generate (exact)", value=300, precision=0, minimum=1)
-                        samples = gr.Number(label="Samples", value=2, precision=0, minimum=1, maximum=MAX_SAMPLES)
-                        seed = gr.Number(label="Seed", value=0, precision=0, minimum=0)
+                        n_bases = gr.Number(label="Bases to generate (exact)", value=300)
+                        samples = gr.Number(label=f"Samples (1-{MAX_SAMPLES})", value=2)
+                        seed = gr.Number(label="Seed (empty: random)", value=0)
                     mask = gr.Textbox(label="Per-position mask (IUPAC over the new bases, optional)",
                                       placeholder="e.g. NNNNNNNNNTAA or RYRYRY…")
                     mask_status = gr.Markdown("No mask: every position may be any base.")
                 with gr.Column(scale=2):
                     mode = gr.Radio([("base level (FNS)", "bp"), ("6-mer token", "token")], value="bp", label="Mode")
-                    temperature = gr.Slider(0, 2, value=0.9, step=0.05, label="Temperature (0 = greedy)",
+                    # plain number fields, no widget limits: the engine checks each value and names the field
+                    # (a widget's own limit would answer "Value 5 is greater than maximum value 2.")
+                    temperature = gr.Number(label="Temperature (0 = greedy, up to 10)", value=0.9, step=0.05,
                                             info="≈0.9 for long designs: low temperatures fall into repeats")
-                    top_k = gr.Number(label="Top-k 6-mers (0 = off)", value=0, precision=0, minimum=0)
-                    top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="Top-p (1 = off)")
+                    top_k = gr.Number(label="Top-k 6-mers (0 = off)", value=0)
+                    top_p = gr.Number(label="Top-p (1 = off)", value=1.0, step=0.05)
                     speculative = gr.Checkbox(label="Speculative decoding (paired draft model)", value=False)
-                    run = gr.Button("Generate", variant="primary")
+                    with gr.Row():
+                        run = gr.Button("Generate", variant="primary")
+                        stop = gr.Button("Stop", variant="stop")
             sequences_html = gr.HTML(label="Designs")
             status = gr.Markdown()
             confidence = gr.Plot(label="Per-base confidence")
@@ -296,7 +312,9 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             design_inputs = [model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p,
                              seed, samples, speculative]
             design_outputs = [sequences_html, confidence, checks, prompt_info, status, files, design_json]
-            run.click(design, design_inputs, design_outputs, api_name="generate", **GPU)
+            running = run.click(design, design_inputs, design_outputs, api_name="generate", **GPU)
+            # stops the design at its next streamed update and frees what it held (as closing the tab does)
+            stop.click(None, None, None, cancels=[running], api_visibility="private")
             gr.on([mask.change, n_bases.change], mask_check, [mask, n_bases], mask_status, api_name="check_mask",
                   queue=False)
 
@@ -307,8 +325,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                 with gr.Column(scale=2):
                     change = gr.Textbox(label="Variant, 1-based (POS:REF>ALT: 120:A>G, 57:AT>A, 88:C>CTT)")
                     alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
-                    window = gr.Number(label="Window (bases, centred on the variant)", value=DEFAULT_WINDOW,
-                                       precision=0, minimum=1)
+                    window = gr.Number(label="Window (bases, centred on the variant)", value=DEFAULT_WINDOW)
                     strand = gr.Checkbox(label="Average with the reverse-complement strand")
                     method = gr.Radio([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
                                       value="marginal", label="Scoring")
@@ -336,9 +353,9 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                     scan_sequence, scan_upload = _sequence_inputs("Sequence (bases or FASTA)")
                 with gr.Column(scale=2):
                     with gr.Row():
-                        scan_start = gr.Number(label="Region start (1-based)", value=1, precision=0, minimum=1)
-                        scan_end = gr.Number(label="Region end", value=60, precision=0, minimum=1)
-                    scan_window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW, precision=0, minimum=1)
+                        scan_start = gr.Number(label="Region start (1-based)", value=1)
+                        scan_end = gr.Number(label="Region end", value=60)
+                    scan_window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
                     scan_method = gr.Radio([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
                                            value="marginal", label="Scoring")
                     scan_button = gr.Button("Scan every substitution", variant="primary")
@@ -380,6 +397,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             card_model.change(model_card, card_model, card, api_visibility="private")
         model.change(tag_dropdowns, model, [species, region], api_visibility="private", queue=False)
         demo.load(models_info, None, [loaded_table, pairing, models_json], api_visibility="private")
+        demo.load(model_card, card_model, card, api_visibility="private")  # the card on first view too
     return demo
 
 

@@ -113,19 +113,6 @@ class Service:
             return read_fasta(text, what=what, choose=ONE_RECORD).sequence
         return clean_sequence(text, what=what)
 
-    @staticmethod
-    def whole_number(value, what: str, low: int, high: int | None = None) -> int:
-        if value is None or value == "":
-            raise InputError(f"{what} is empty")
-        number = float(value)
-        if number != int(number):
-            raise InputError(f"{what} must be a whole number, not {value}")
-        number = int(number)
-        if number < low or (high is not None and number > high):
-            bound = f"between {low:,} and {high:,}" if high is not None else f"at least {low:,}"
-            raise InputError(f"{what} must be {bound}, not {number:,}")
-        return number
-
     def _write(self, name: str, text: str) -> str:
         folder = Path(tempfile.mkdtemp(dir=self.config.output_dir))
         path = folder / name
@@ -153,15 +140,26 @@ class Service:
                 raise
 
     def design_files(self, result: GenerationResult) -> list[str]:
-        fasta = "".join(
-            f">design_{i} model={result.model} mode={result.mode} T={result.temperature} seed={result.seed} "
-            f"bases={len(seq)}\n" + "\n".join(seq[j : j + 60] for j in range(0, len(seq), 60)) + "\n"
-            for i, seq in enumerate(result.sequences, start=1))
-        return [self._write("designs.fa", fasta), self._write("designs.json", json.dumps(result.to_dict(), indent=1))]
+        """FASTA of the new bases, FASTA of prompt + design, and the full JSON; each FASTA header holds
+        everything needed to make the design again."""
+        tags = result.prompt_text.split("<dna>")[0] or "none"
+        settings = (f"model={result.model} mode={result.mode} tags={tags} temperature={result.temperature} "
+                    f"top_k={result.top_k} top_p={result.top_p} seed={result.seed} mask={result.mask or 'none'} "
+                    f"prompt_bases={len(result.prompt)}")
+
+        def fasta(records: list[tuple[str, str]]) -> str:
+            return "".join(f">{name} {settings}\n" + "\n".join(seq[j : j + 60] for j in range(0, len(seq), 60))
+                           + "\n" for name, seq in records)
+
+        designs = [(f"design_{i} bases={len(seq)}", seq) for i, seq in enumerate(result.sequences, start=1)]
+        whole = [(f"design_{i}_with_prompt bases={len(result.prompt) + len(seq)} design_from={len(result.prompt) + 1}",
+                  result.prompt + seq) for i, seq in enumerate(result.sequences, start=1)]
+        return [self._write("designs.fa", fasta(designs)), self._write("designs_with_prompt.fa", fasta(whole)),
+                self._write("designs.json", json.dumps(result.to_dict(), indent=1))]
 
     @staticmethod
     def design_reports(result: GenerationResult) -> list[dict]:
-        return [report(seq, result.n_bases, result.mask).to_dict() for seq in result.sequences]
+        return [report(seq, result.n_bases, result.mask, result.prompt).to_dict() for seq in result.sequences]
 
     # -- variants ---------------------------------------------------------------------
 

@@ -1,4 +1,10 @@
-"""What a biologist checks first in a designed sequence: length, mask, GC, the longest ORF."""
+"""What a biologist checks first in a designed sequence: length, mask, GC, the reading frame, the longest ORF.
+
+A design that continues a coding prompt (one that starts with ATG), or whose
+own first bases are ATG (a coding template), is read in that frame: every
+stop codon in it before the design's last codon is a failure, named by its
+position, whatever longer ORF some other frame happens to hold.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +26,17 @@ class SequenceReport:
     orf_strand: str | None  # "+" or "-"
     orf_length_aa: int
     orf_protein: str
+    coding_frame: str | None = None  # "prompt" or "design": whose ATG sets the frame; None: not coding
+    in_frame_stops: list[int] | None = None  # 1-based positions in the design of premature in-frame stops
+    frame_protein: str = ""  # the design's bases translated in that frame
+
+    @property
+    def coding_ok(self) -> bool | None:
+        """No premature stop in the coding frame (None when the design is not read as coding)."""
+        return None if self.coding_frame is None else not self.in_frame_stops
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "coding_ok": self.coding_ok}
 
 
 def longest_orf(seq: str, table: int = 1) -> tuple[int | None, int | None, str | None, str]:
@@ -52,9 +66,30 @@ def longest_orf(seq: str, table: int = 1) -> tuple[int | None, int | None, str |
     return best
 
 
-def report(seq: str, expected_length: int, mask: str | None = None) -> SequenceReport:
+def coding_frame(seq: str, prompt: str = "", table: int = 1) -> tuple[str | None, list[int], str]:
+    """(whose ATG sets the frame, premature in-frame stops as 1-based design positions, the design's
+    codons translated) for a design continuing an ATG-started prompt or starting with ATG itself."""
+    if prompt.startswith("ATG"):
+        owner, offset = "prompt", -len(prompt) % 3  # design bases before its first whole codon
+    elif seq.startswith("ATG"):
+        owner, offset = "design", 0
+    else:
+        return None, [], ""
+    usable = (len(seq) - offset) // 3 * 3
+    protein = str(Seq(seq[offset : offset + usable]).translate(table=table))
+    last = len(protein) - 1
+    stops = [offset + 3 * i + 1 for i, aa in enumerate(protein) if aa == "*" and i < last]
+    if owner == "prompt" and offset:  # the codon the prompt's last bases open runs into the design
+        codon = prompt[len(prompt) - (3 - offset) :] + seq[:offset]
+        if len(codon) == 3 and str(Seq(codon).translate(table=table)) == "*":
+            stops.insert(0, 1)
+    return owner, stops, protein
+
+
+def report(seq: str, expected_length: int, mask: str | None = None, prompt: str = "") -> SequenceReport:
     gc = (seq.count("G") + seq.count("C")) / len(seq) if seq else 0.0
     start, end, strand, protein = longest_orf(seq)
+    owner, stops, frame_protein = coding_frame(seq, prompt)
     return SequenceReport(
         length=len(seq),
         expected_length=expected_length,
@@ -65,4 +100,7 @@ def report(seq: str, expected_length: int, mask: str | None = None) -> SequenceR
         orf_strand=strand,
         orf_length_aa=len(protein),
         orf_protein=protein,
+        coding_frame=owner,
+        in_frame_stops=stops if owner else None,
+        frame_protein=frame_protein,
     )

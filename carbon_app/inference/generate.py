@@ -24,6 +24,7 @@ import torch
 
 from ..core.dna import BASE_INDEX, clean_sequence, mask_from_template
 from ..core.tokens import dna_prompt
+from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.kv import preallocated_cache
@@ -103,6 +104,10 @@ def plan_generation(
             f"{leftover} bases; those continue into the first generated {k}-mer and must be A, C, G or T "
             f"(trim the prompt to a multiple of {k} bases or replace the code)"
         )
+    if n_bases is not None and not (isinstance(n_bases, str) and not n_bases.strip()):
+        n_bases = whole_number(n_bases, "the number of bases", 1)
+    else:
+        n_bases = None
     mask_rows = None
     if mask is not None and mask.strip():
         mask_rows = mask_from_template(mask)
@@ -115,11 +120,6 @@ def plan_generation(
         mask = None
     if n_bases is None:
         raise InputError("give the number of bases to generate (or a mask, whose length sets it)")
-    if isinstance(n_bases, bool) or not isinstance(n_bases, (int, np.integer)):
-        raise InputError(f"the number of bases must be a whole number, not {n_bases!r}")
-    n_bases = int(n_bases)
-    if n_bases < 1:
-        raise InputError(f"the number of bases must be at least 1, not {n_bases}")
 
     prompt_text = dna_prompt(bundle.tags.prefix(species, region), context)
     prompt_ids = bundle.tokenizer.encode(prompt_text)
@@ -195,14 +195,12 @@ def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")
 
 
-def _check_run_settings(samples: int, seed: int | None) -> int:
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= MAX_SAMPLES:
-        raise InputError(f"the number of samples must be between 1 and {MAX_SAMPLES}, not {samples!r}")
-    if seed is None:
-        return secrets.randbelow(2**31)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
-        raise InputError(f"the seed must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
-    return int(seed)
+def _check_run_settings(samples, seed) -> tuple[int, int]:
+    """(samples, seed) checked; no seed (None or empty) draws one, which the result reports."""
+    samples = whole_number(samples, "the number of samples", 1, MAX_SAMPLES)
+    if seed is None or (isinstance(seed, str) and not seed.strip()):
+        return samples, secrets.randbelow(2**31)
+    return samples, whole_number(seed, "the seed", 0, MAX_SEED)
 
 
 def generate_stream(
@@ -225,8 +223,8 @@ def generate_stream(
 ) -> Iterator[GenerationResult]:
     """Like `generate`, yielding partial results (done=False) every `stream_every`
     tokens when it is positive, and always the final result last."""
-    params = SamplingParams(mode=mode, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p))
-    seed = _check_run_settings(samples, seed)
+    params = SamplingParams(mode=mode, temperature=temperature, top_k=top_k, top_p=top_p)
+    samples, seed = _check_run_settings(samples, seed)
     plan = plan_generation(bundle, prompt, n_bases, mask, species, region)
     total_tokens = len(plan.prompt_ids) + plan.n_tokens
     bundle.check_memory(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),

@@ -33,13 +33,13 @@ from transformers import DynamicCache
 
 from ..core.dna import BASES, clean_sequence, mask_from_template
 from ..core.tokens import dna_prompt
+from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .score import (
     DEFAULT_WINDOW,
     _check_method,
-    check_window,
     context_room_bases,
     frame_windows,
     resolve_frames,
@@ -111,18 +111,17 @@ def scan_substitutions(
     mean over `frames` tokenization frames (default k); `progress(fraction)` is told of work done."""
     _check_method(method)
     seq = clean_sequence(sequence, what="sequence")
-    for value, name in ((start, "start"), (end, "end")):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise InputError(f"the scan {name} must be a whole number, not {value!r}")
+    start = whole_number(start, "the scan start", 1)
+    end = whole_number(end, "the scan end", 1)
     if not 1 <= start <= end <= len(seq):
         raise InputError(f"the scan region {start}-{end} must lie within the {len(seq):,}-base sequence "
                          "(1-based, start <= end)")
     if end - start + 1 > MAX_SCAN_POSITIONS:
         raise InputError(f"the scan region has {end - start + 1:,} positions; at most {MAX_SCAN_POSITIONS:,}")
-    check_window(window)
+    window = whole_number(window, "the window (bases)", 1)
     frames = resolve_frames(bundle, frames)
     prefix = bundle.tags.prefix(species, region)
-    window = min(int(window), context_room_bases(bundle, prefix))
+    window = min(window, context_room_bases(bundle, prefix))
     # every window a substitution of the region is read in, and which (position, frame) each serves
     serves: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     span_lo, span_hi, size = len(seq), 0, 0

@@ -38,6 +38,7 @@ import torch
 
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
 from ..core.tokens import dna_prompt
+from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
@@ -289,17 +290,9 @@ def variant_window(length: int, pos0: int, ref_len: int, window: int) -> tuple[i
     return start, start + size
 
 
-def check_window(window) -> None:
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-        raise InputError(f"the window must be a positive number of bases, not {window!r}")
-
-
 def resolve_frames(bundle: ModelBundle, frames: int | None) -> int:
     """`frames` checked (1..k), or k (every frame) when None."""
-    frames = bundle.k if frames is None else frames
-    if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or not 1 <= frames <= bundle.k:
-        raise InputError(f"frames must be a whole number from 1 to {bundle.k}, not {frames!r}")
-    return int(frames)
+    return bundle.k if frames is None else whole_number(frames, "frames", 1, bundle.k)
 
 
 def frame_windows(length: int, pos0: int, ref_len: int, window: int, frames: int) -> tuple[int, int, list[int], int]:
@@ -348,7 +341,7 @@ def score_variant(
         raise InputError(
             f"the reference has '{present}' at {where}, not '{var.ref}' as variant {var} says"
         )
-    check_window(window)
+    window = whole_number(window, "the window (bases)", 1)
     frames = resolve_frames(bundle, frames)
     prefix = bundle.tags.prefix(species, region)
     room = context_room_bases(bundle, prefix) - max(la - lr, 0)

@@ -34,7 +34,7 @@ from .data import trained_tag_scheme
 
 PRESETS = {
     "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=3600),
-    "draft": dict(name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352, steps=1500,
+    "draft": dict(name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352, steps=600,
                   teacher="runs/carbon-demo/model", distill_weight=0.5),
 }
 
@@ -61,7 +61,9 @@ class TrainConfig:
     distill_weight: float = 0.0
     seed: int = 0
     eval_every: int = 200
-    bf16_autocast: bool = True  # matrix products in bf16 (AMX on recent Xeons); losses in fp32
+    bf16_autocast: bool = True  # matrix products in bf16 (AMX on recent Xeons, tensor cores on a GPU); losses fp32
+    device: str = "cuda" if torch.cuda.is_available() else "cpu"
+    init: str | None = None  # a model directory to start from (continued training) instead of random weights
 
     @property
     def out(self) -> Path:
@@ -128,10 +130,15 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     tokenizer = CarbonTokenizer(dna_config, text)
     rows = torch.from_numpy(np.load(data / "train_rows.npy").astype(np.int64))
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
-    model = build_model(cfg, dna_config.min_vocab_size, text.pad_token_id)
+    validation = validation.to(cfg.device)
+    if cfg.init:
+        model = LlamaForCausalLM.from_pretrained(cfg.init, dtype=torch.float32)
+    else:
+        model = build_model(cfg, dna_config.min_vocab_size, text.pad_token_id)
+    model.to(cfg.device)
     teacher = None
     if cfg.teacher:
-        teacher = LlamaForCausalLM.from_pretrained(cfg.teacher, dtype=torch.float32).eval()
+        teacher = LlamaForCausalLM.from_pretrained(cfg.teacher, dtype=torch.float32).to(cfg.device).eval()
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     cfg.out.mkdir(parents=True, exist_ok=True)
     checkpoint = cfg.out / "checkpoint.pt"
@@ -157,8 +164,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            ce, fns, kl = kmer_losses(model, rows[batch_index], kmer_start, n_kmers, teacher, with_fns)
+        with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+            ce, fns, kl = kmer_losses(model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns)
         loss = 0.5 * (ce + fns) if with_fns else ce
         if teacher is not None:
             loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
@@ -177,7 +184,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                 v_ce, v_fns, _ = kmer_losses(model, validation, kmer_start, n_kmers)
             entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(), "train_fns": fns.item(),
                      "val_ce": v_ce.item(), "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
-                     / 6 / math.log(2), "minutes": (time.perf_counter() - began) / 60}
+                     / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
             log.append(entry)
             print(f"  validation: ce/token {v_ce.item():.4f} ({entry['val_bits_per_base']:.3f} bits/base), "
                   f"fns/base {v_fns.item():.4f}", flush=True)
@@ -189,7 +196,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
 def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list[dict]) -> Path:
     """Half-precision weights (the app computes in fp32 on a CPU) plus everything to load it."""
     out = cfg.out / "model"
-    model.to(torch.float16).save_pretrained(str(out))
+    model.to("cpu", torch.float16).save_pretrained(str(out))
     for file in (data / "tokenizer").iterdir():
         shutil.copy(file, out / file.name)
     data_card = json.loads((data / "data_card.json").read_text())
@@ -208,13 +215,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", default="data/demo")
     parser.add_argument("--out-root", default="runs")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--init", help="start from this model directory's weights (continued training)")
+    parser.add_argument("--name", help="the run's name (its folder under --out-root)")
+    parser.add_argument("--lr", type=float, help="peak learning rate")
+    parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
-    if args.steps:
-        cfg = replace(cfg, steps=args.steps)
+    for key in ("steps", "init", "name", "lr", "device"):
+        if getattr(args, key):
+            cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
-        cfg = replace(cfg, teacher=str(Path(args.out_root) / "carbon-demo" / "model"))
-    torch.set_num_threads(torch.get_num_threads())
+        cfg = replace(cfg, teacher=args.teacher or str(Path(args.out_root) / "carbon-demo" / "model"))
     train(cfg, resume=args.resume)
 
 

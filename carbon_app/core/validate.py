@@ -1,0 +1,44 @@
+"""The checks every request's numbers go through, whichever face they came from.
+
+The engine calls these on what it is given (a web form sends 300.0 or None,
+the CLI an int, a notebook anything), so each field is checked once, in one
+place, and refused with one sentence that names it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from ..errors import InputError
+
+
+def whole_number(value, what: str, low: int, high: int | None = None) -> int:
+    """`value` as an int within [low, high], or InputError naming `what`."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise InputError(f"{what} is empty")
+    if isinstance(value, bool):
+        raise InputError(f"{what} must be a whole number, not {value!r}")
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise InputError(f"{what} must be a whole number, not '{value}'") from None
+    if not isinstance(value, numbers.Real) or not math.isfinite(value) or value != int(value):
+        raise InputError(f"{what} must be a whole number, not {value!r}")
+    number = int(value)
+    if number < low or (high is not None and number > high):
+        bound = f"between {low:,} and {high:,}" if high is not None else f"at least {low:,}"
+        raise InputError(f"{what} must be {bound}, not {number:,}")
+    return number
+
+
+def real_number(value, what: str) -> float:
+    """`value` as a finite float, or InputError naming `what` (ranges are the caller's to say)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise InputError(f"{what} is empty")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number, not {value!r}") from None
+    return number
