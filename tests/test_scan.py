@@ -55,7 +55,7 @@ def test_scan_skips_ambiguous_positions_and_writes_tsv(compact):
     assert tsv[1].startswith(f"29\t{seq[28]}\t")
 
 
-@pytest.mark.parametrize("start, end, message", [(0, 5, "within"), (10, 5, "within"), (5, 500, "within"),
+@pytest.mark.parametrize("start, end, message", [(0, 5, "at least 1"), (10, 5, "within"), (5, 500, "within"),
                                                  (1.5, 3, "whole number")])
 def test_bad_regions(compact, start, end, message):
     with pytest.raises(InputError, match=message):

@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from ..core.dna import BASES, clean_sequence, mask_from_template
 from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
+from ..model.kv import branch, preallocated_cache
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .score import (
     DEFAULT_WINDOW,
@@ -174,12 +174,11 @@ def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: lis
     largest = 3 * k * n_tokens
     bundle.check_memory(ids.shape[1] + largest, max(ids.shape[1], largest), n_tokens + largest,
                         f"{what} in {len(win):,}-base windows")
-    cache = DynamicCache(config=bundle.model.config)
+    cache = preallocated_cache(bundle.model.config, ids.shape[1])
     hidden = bundle.hidden_states(ids[:, :-1], cache)[0, first:]  # [n_tokens, H]: predicts token i
     ref_kmer_logits = bundle.kmer_logits(hidden)
     ref_per_base = _per_base(ref_kmer_logits, allowed, method).masked_fill(~real, 0.0)  # [n_tokens, k]
     ref_token_sums = ref_per_base.sum(dim=1)
-    kv = [(layer.keys, layer.values) for layer in cache.layers]
     kmer_ids = ids[0, first + 1 :]
 
     deltas = {p: np.full(4, np.nan) for p in positions}
@@ -203,8 +202,7 @@ def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: lis
         change = own.sum(dim=1) - ref_token_sums[t]
         if t + 1 < n_tokens:  # the tokens after it, recomputed from the cache cut before it
             keep = first + 1 + t
-            cut = DynamicCache(ddp_cache_data=[(key[:, :, :keep].expand(batch, -1, -1, -1),
-                                                value[:, :, :keep].expand(batch, -1, -1, -1)) for key, value in kv])
+            cut = branch(bundle.model.config, cache, keep, batch, n_tokens - t)
             alt_token = bundle.tokenizer.kmer_start_id + kmer_index(alt_digits)
             suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[t + 1 : n_tokens - 1].expand(batch, -1)], dim=1)
             later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1

@@ -69,3 +69,14 @@ def preallocated_cache(config, capacity: int) -> DynamicCache:
     cache = DynamicCache(config=config)
     cache.layers = [_PreallocatedLayer(capacity) for _ in cache.layers]
     return cache
+
+
+def branch(config, cache: DynamicCache, keep: int, batch: int, room: int) -> DynamicCache:
+    """A new preallocated cache for `batch` rows that starts with the first `keep` positions of the
+    batch-1 preallocated `cache` and has space for `room` more: several continuations of one prefix
+    (a scan's substitutions) each read the prefix without recomputing it."""
+    out = preallocated_cache(config, keep + room)
+    for source, target in zip(cache.layers, out.layers, strict=True):
+        keys, values = source._key_buffer[..., :keep, :], source._value_buffer[..., :keep, :]
+        target.update(keys.expand(batch, *keys.shape[1:]), values.expand(batch, *values.shape[1:]))
+    return out
