@@ -102,6 +102,57 @@ def _drafted_ms_per_token(rounds: deque[tuple[float, int]]) -> float:
     return 1000 * sum(t for t, _ in kept) / sum(n for _, n in kept)
 
 
+class DraftPolicy:
+    """When to draft: calibration, periodic re-measurement of the target alone, and the fall-back.
+
+    Keeps the timing side of speculative decoding apart from the verify-and-accept
+    core, and only ever decides *who* makes the next tokens, never which tokens.
+    """
+
+    def __init__(self, stats: SpeculativeStats, n_steps: int, always: bool):
+        self.stats, self.always = stats, always
+        self.plain_times: list[float] = []
+        self.recent: deque[tuple[float, int]] = deque(maxlen=RECENT_ROUNDS)  # (seconds, tokens), latest rounds
+        self.spec_seconds, self.spec_tokens = 0.0, 0
+        self.probed_at = 0  # the round after which the target last ran a plain step
+        if n_steps - min(CALIBRATION_STEPS, n_steps) < MIN_SPECULATIVE_TOKENS and not always:
+            stats.fallback_reason = f"{n_steps} tokens are too few for drafting to pay off: the target ran alone"
+
+    def plain_step_took(self, seconds: float) -> None:
+        self.plain_times.append(seconds)
+        self.stats.plain_tokens += 1
+        self.stats.plain_ms_per_token = 1000 * statistics.median(self.plain_times[-PLAIN_SAMPLES:])
+
+    def round_took(self, seconds: float, tokens: int) -> None:
+        self.recent.append((seconds, tokens))
+        self.spec_seconds += seconds
+        self.spec_tokens += tokens
+        self.stats.speculative_ms_per_token = 1000 * self.spec_seconds / self.spec_tokens
+
+    def next(self) -> str:
+        """'draft' (a drafted round), 'probe' (one plain step to re-measure the target) or 'alone'."""
+        stats = self.stats
+        judge_after = MIN_ROUNDS_BEFORE_FALLBACK if stats.accepted == 0 else STALL_PROOF_ROUNDS
+        if not self.always and stats.fallback_reason is None and stats.rounds >= judge_after:
+            recent_ms = _drafted_ms_per_token(self.recent)
+            if recent_ms > stats.plain_ms_per_token / FALLBACK_MARGIN:
+                stats.fallback_reason = (
+                    f"the draft did not pay ({recent_ms:.1f} ms per token with it over the last {len(self.recent)} "
+                    f"rounds, {stats.plain_ms_per_token:.1f} ms alone, {100 * stats.acceptance_rate:.0f}% "
+                    "accepted): the target finished alone")
+            elif stats.rounds - self.probed_at >= PROBE_EVERY:  # keep the speed to beat current as load moves
+                self.probed_at = stats.rounds
+                return "probe"
+        return "alone" if stats.fallback_reason is not None else "draft"
+
+
+def accepted_length(proposals: torch.Tensor, picks: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """How many leading proposals [S, gamma] every row keeps (each equal to the target's own pick
+    [S, gamma] there), and each row's own count: the verify-and-accept rule."""
+    per_row = torch.cumprod((proposals == picks).int(), dim=1).sum(dim=1)
+    return int(per_row.min()), per_row
+
+
 @torch.inference_mode()
 def speculative_decode_kmers(
     target: ModelBundle,
@@ -140,14 +191,7 @@ def speculative_decode_kmers(
     pending = ids[:, -1].expand(samples)  # the target's next input
     draft_feed = pending.unsqueeze(1)  # the draft's next inputs: tokens it has not seen yet
     done = 0
-
-    def plain_step():
-        """One token from the target alone (calibration and fall-back)."""
-        hidden = target.hidden_states(pending.unsqueeze(1), t_cache)[:, -1]
-        p = step_logprobs(target.kmer_logits(hidden), params, masks[done])
-        return choose(p, noise(done) if noise else None), p
-
-    plain_times: list[float] = []
+    policy = DraftPolicy(stats, n_steps, always)
 
     def plain_tokens(count: int):
         """`count` tokens from the target alone, each timed with the caller's work on it, as the
@@ -156,37 +200,23 @@ def speculative_decode_kmers(
         for _ in range(count):
             began = time.perf_counter()
             with _timed(t_time, device):
-                token, p = plain_step()
+                hidden = target.hidden_states(pending.unsqueeze(1), t_cache)[:, -1]
+                p = step_logprobs(target.kmer_logits(hidden), params, masks[done])
+                token = choose(p, noise(done) if noise else None)
             yield token, p
-            plain_times.append(time.perf_counter() - began)
-            stats.plain_tokens += 1
+            policy.plain_step_took(time.perf_counter() - began)
             done += 1
             if stats.fallback_reason is None:  # the draft will read these tokens when it next proposes
                 draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
             pending = token + kmer_start
-        if plain_times:
-            stats.plain_ms_per_token = 1000 * statistics.median(plain_times[-PLAIN_SAMPLES:])
 
     yield from plain_tokens(min(CALIBRATION_STEPS, n_steps))
-    spec_seconds, spec_tokens = 0.0, 0
-    recent: deque[tuple[float, int]] = deque(maxlen=RECENT_ROUNDS)  # (seconds, tokens) of the latest rounds
-    probed_at = 0  # the round after which the target last ran a plain step
-    if n_steps - done < MIN_SPECULATIVE_TOKENS and not always:
-        stats.fallback_reason = (f"{n_steps} tokens are too few for drafting to pay off: the target ran alone")
     while done < n_steps:
-        judge_after = MIN_ROUNDS_BEFORE_FALLBACK if stats.accepted == 0 else STALL_PROOF_ROUNDS
-        if not always and stats.fallback_reason is None and stats.rounds >= judge_after:
-            recent_ms = _drafted_ms_per_token(recent)
-            if recent_ms > stats.plain_ms_per_token / FALLBACK_MARGIN:
-                stats.fallback_reason = (
-                    f"the draft did not pay ({recent_ms:.1f} ms per token with it over the last {len(recent)} "
-                    f"rounds, {stats.plain_ms_per_token:.1f} ms alone, {100 * stats.acceptance_rate:.0f}% "
-                    "accepted): the target finished alone")
-            elif stats.rounds - probed_at >= PROBE_EVERY:  # keep the speed to beat current as the load moves
-                probed_at = stats.rounds
-                yield from plain_tokens(1)
-                continue
-        if stats.fallback_reason is not None:
+        action = policy.next()
+        if action == "probe":
+            yield from plain_tokens(1)
+            continue
+        if action == "alone":
             yield from plain_tokens(n_steps - done)
             break
         round_began, done_before = time.perf_counter(), done
@@ -206,12 +236,10 @@ def speculative_decode_kmers(
             p = [step_logprobs(logits[:, i], params, masks[done + i]) for i in range(len(noises))]
         picks = [choose(p[i], noises[i]) for i in range(len(noises))]  # what the target alone makes
         x = torch.stack(proposals, dim=1)  # [S, gamma]
-        ok = x == torch.stack(picks[:gamma], dim=1)
-        accepted_per_row = torch.cumprod(ok.int(), dim=1).sum(dim=1)  # leading accepted proposals per row
-        m = int(accepted_per_row.min())
+        m, per_row = accepted_length(x, torch.stack(picks[:gamma], dim=1))
         stats.rounds += 1
         stats.proposed += gamma * samples
-        stats.accepted += int(accepted_per_row.sum())
+        stats.accepted += int(per_row.sum())
         stats.draft_lengths.append(gamma)
         for i in range(m):
             yield x[:, i], p[i]
@@ -233,9 +261,6 @@ def speculative_decode_kmers(
             break
         pending = token + kmer_start
         draft_length = min(MAX_DRAFT, draft_length + 1) if m == gamma else max(MIN_DRAFT, m + 1)
-        recent.append((time.perf_counter() - round_began, done - done_before))
-        spec_seconds += recent[-1][0]
-        spec_tokens += recent[-1][1]
-        stats.speculative_ms_per_token = 1000 * spec_seconds / spec_tokens
+        policy.round_took(time.perf_counter() - round_began, done - done_before)
     stats.target_seconds += t_time[0]
     stats.draft_seconds += d_time[0]
