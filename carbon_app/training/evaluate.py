@@ -264,7 +264,8 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
     scoring_order = max(val_loglik, key=val_loglik.get)
     results["markov_scoring_order"] = scoring_order
     print(f"Markov validation log-likelihood per base by order: "
-          f"{json.dumps({k: round(v, 4) for k, v in val_loglik.items()})}; scoring with k = {scoring_order}", flush=True)
+          f"{json.dumps({k: round(v, 4) for k, v in val_loglik.items()})}; scoring with k = {scoring_order}",
+          flush=True)
     print("variant effects under the Markov baseline", flush=True)
     results["markov_variants"] = variant_signal(markov_delta(markov, scoring_order), variant_sets)
     target = load_bundle(str(target_dir))
