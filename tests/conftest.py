@@ -12,6 +12,28 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 REPO = Path(__file__).resolve().parent.parent
+
+MARKERS = {
+    "slow": "starts a server, trains, benchmarks or sweeps many cases (deselect with -m 'not slow')",
+    "browser": "drives Debian's Chromium through the app",
+    "gpu": "needs CUDA; skipped where there is none (CI never has a GPU)",
+}
+
+
+def pytest_configure(config):
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    no_gpu = pytest.mark.skip(reason="no CUDA device here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(no_gpu)
 SHARED_TOKENIZER = REPO.parent / "shared" / "carbon-tokenizer"
 
 

@@ -18,6 +18,8 @@ from carbon_app.model.manager import ModelManager
 from carbon_app.tools.soak import rss_mb, start_app
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # every test here talks to a launched server
+
 HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
 
 
@@ -178,6 +180,7 @@ def test_number_fields_at_their_limits_are_served(client):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
     from playwright.sync_api import sync_playwright
@@ -229,6 +232,7 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
             shutil.copy(png, shot / png.name)
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(server, client):
     from playwright.sync_api import sync_playwright

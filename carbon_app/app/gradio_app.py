@@ -6,7 +6,6 @@ share the GPU queue; every event has an `api_name` for `gradio_client`.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 
@@ -17,7 +16,8 @@ from ..errors import CarbonError
 from ..inference.generate import MAX_SAMPLES
 from ..inference.score import DEFAULT_WINDOW
 from ..model.manager import ModelManager
-from .plots import BASE_COLOURS, confidence_figure, scan_figure, site_figure, variant_figure
+from . import formatting as fmt
+from .plots import confidence_figure, scan_figure, site_figure, variant_figure
 from .service import AppConfig, Service
 
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)
@@ -29,93 +29,11 @@ try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
 except ImportError:
     def on_gpu(fn):
         return fn
-RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
-                 "the bundled demo models are for demonstration, not biological conclusions.*")
 
 
 def _fail(exc: Exception):
     """Bad input or a model problem: a message in the page, not a traceback."""
     raise gr.Error(str(exc), print_exception=False)
-
-
-def _bases_html(prompt: str, fixed: str, sequences: list[str]) -> str:
-    def coloured(seq: str) -> str:
-        return "".join(f'<span style="color:{BASE_COLOURS.get(b, "#555")}">{b}</span>' for b in seq)
-
-    shown = prompt[-60:]
-    blocks = []
-    for i, seq in enumerate(sequences, start=1):
-        blocks.append(
-            f'<div class="carbon-seq"><b>design {i}</b> ({len(seq):,} bases)<br>'
-            f'<span style="color:#999" title="prompt">{"…" if len(prompt) > 60 else ""}{html.escape(shown)}</span>'
-            f'{coloured(seq)}</div>')
-    carried = (f" (its last {len(fixed)} base{'s continue' if len(fixed) > 1 else ' continues'} into the first "
-               "generated 6-mer)") if fixed else ""
-    legend = f'<div style="font-size:0.85em;color:#666">grey: prompt{carried}; coloured: generated bases</div>'
-    return legend + "".join(blocks)
-
-
-def _verdict(scored) -> str:
-    """The delta in plain words: a direction only when all tokenization frames agree on it."""
-    words = {
-        "less": "the alternate allele is **less** likely than the reference under the model",
-        "more": "the alternate allele is **more** likely than the reference under the model",
-        "unclear": "**no clear effect**: the delta is within its spread over the 6-mer frames, which "
-                   "disagree on its sign",
-    }[scored.direction]
-    frames = len(scored.frame_deltas)
-    spread = (f"; over the {frames} tokenization frames it ranges {min(scored.frame_deltas):+.4f} to "
-              f"{max(scored.frame_deltas):+.4f} (sd {scored.frame_spread:.4f})" if frames > 1 else "")
-    indel = ""
-    if scored.inserted_ll or scored.deleted_ll:
-        indel = (f"\n\nFor an indel the delta sums the bases both alleles have; its own bases are apart: "
-                 f"inserted {scored.inserted_ll:+.4f}, deleted {scored.deleted_ll:+.4f}, so the whole windows "
-                 f"differ by {scored.delta_whole_window:+.4f}.")
-    return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log, summed over "
-            f"{scored.frame_bases:,}-base windows within {scored.window_start:,}–{scored.window_end:,}"
-            f"{', averaged over both strands' if scored.strand_average else ''}{spread}).{indel}")
-
-
-def _trust_note(bundle) -> str:
-    """How far this model's variant scores can be trusted, from its own held-out measurements."""
-    quality = bundle.quality
-    if not quality:
-        return (f"*{bundle.name} ships no held-out variant-effect measurement; see its model card for "
-                "published evaluations.*")
-    demo = "a small **demo model**, " if quality.get("demo") else ""
-    return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
-            f"{quality['window']:,}-base windows: stop-gain vs synonymous AUROC "
-            f"{quality['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs deep intronic AUROC "
-            f"{quality['splice_site_vs_deep_intronic_auroc']:.2f} (0.5 = no signal, 1 = perfect).*")
-
-
-def _parameters(count: int) -> str:
-    """5482752 -> '5.5M', 3012345678 -> '3.01B': how model sizes are written."""
-    return f"{count / 1e9:.2f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
-
-
-def _frame_words(r: dict) -> str:
-    """The coding check in words: read in the frame the prompt's (or the design's own) ATG sets."""
-    if r["coding_frame"] is None:
-        return "not coding (no ATG start)"
-    whose = "the prompt's ATG" if r["coding_frame"] == "prompt" else "its own ATG"
-    if r["in_frame_stops"]:
-        where = ", ".join(f"{p:,}" for p in r["in_frame_stops"][:5]) + ("…" if len(r["in_frame_stops"]) > 5 else "")
-        return f"**FAILS**: stop codon in frame at {where} (frame of {whose})"
-    return f"open in the frame of {whose}"
-
-
-def _report_markdown(reports: list[dict]) -> str:
-    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein |",
-             "|---|---|---|---|---|---|---|"]
-    for i, r in enumerate(reports, start=1):
-        mask = "—" if r["mask_satisfied"] is None else ("satisfied" if r["mask_satisfied"] else "VIOLATED")
-        orf = (f"{r['orf_length_aa']} aa, {r['orf_strand']} strand, {r['orf_start']}–{r['orf_end']}"
-               if r["orf_start"] else "none")
-        protein = r["orf_protein"][:40] + ("…" if len(r["orf_protein"]) > 40 else "")
-        lines.append(f"| {i} | {r['length']:,}/{r['expected_length']:,} | {mask} | {100 * r['gc_content']:.1f}% | "
-                     f"{_frame_words(r)} | {orf} | `{protein}` |")
-    return "\n".join(lines)
 
 
 def _sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
@@ -145,27 +63,14 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                            top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8)
             for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
                 progress(len(result.sequences[0]) / result.n_bases, desc="generating")
-                seqs = _bases_html(result.prompt, result.fixed_bases, result.sequences)
+                seqs = fmt.bases_html(result.prompt, result.fixed_bases, result.sequences)
                 if not result.done:
                     yield seqs, None, "", "", f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}", \
                         None, None
                     continue
-                timing = f"{result.seconds:.2f} s, {result.bases_per_second:,.0f} bases/s ({result.n_tokens} tokens)"
-                if result.speculative:
-                    s = result.speculative
-                    timing += (f"; speculative decoding with {s.draft_model}: {100 * s.acceptance_rate:.0f}% "
-                               f"of {s.proposed} proposed 6-mers accepted")
-                    if s.fallback_reason:
-                        timing += f" ({s.fallback_reason})"
-                    elif s.estimated_speedup:
-                        timing += f", about {s.estimated_speedup:.2f}x the target alone"
-                if note:
-                    timing += f"; {note}"
-                prompt_info = f"prompt text:\n{result.prompt_text}\n\ntoken ids ({len(result.prompt_ids)}):\n" + \
-                    " ".join(map(str, result.prompt_ids))
                 figure = confidence_figure(result.base_probs, result.base_entropy, result.sequences)
-                yield (seqs, figure, _report_markdown(Service.design_reports(result)), prompt_info, timing,
-                       service.design_files(result), result.to_dict())
+                yield (seqs, figure, fmt.report_markdown(Service.design_reports(result)), fmt.prompt_info(result),
+                       fmt.timing_line(result, note), service.design_files(result), result.to_dict())
         except (CarbonError, ValueError, OSError) as exc:
             _fail(exc)
 
@@ -190,15 +95,9 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                                    strand_average=bool(strand), species=species, region=region, method=method)
         except (CarbonError, ValueError, OSError) as exc:
             _fail(exc)
-        verdict = _verdict(scored) + "\n\n" + _trust_note(service.model(model)) + "\n\n" + RESEARCH_NOTE
-        def rounded(value):
-            return None if value is None else round(value, 4)
-
-        rows = [[pos if pos is not None else "ins", rounded(r), rounded(a), rounded(d)] for pos, r, a, d in
-                zip(scored.aligned_ref_pos, scored.aligned_ref_logprobs, scored.aligned_alt_logprobs,
-                    scored.aligned_delta, strict=True)]
-        return (verdict, variant_figure(scored), site_figure(scored), rows, service.variant_files(scored),
-                scored.to_dict())
+        verdict = "\n\n".join([fmt.verdict(scored), fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
+        return (verdict, variant_figure(scored), site_figure(scored), fmt.track_rows(scored),
+                service.variant_files(scored), scored.to_dict())
 
     @on_gpu
     def scan(model, species, region, sequence, upload, start, end, window, method,
@@ -211,19 +110,14 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                                   progress=lambda done: progress(done, desc="scoring every substitution"))
         except (CarbonError, ValueError, OSError) as exc:
             _fail(exc)
-        worst = sorted(result.rows(), key=lambda row: row[3])[:10]
-        table = "| substitution | delta |\n|---|---|\n" + "\n".join(
-            f"| {ref}{pos}{alt} | {delta:+.4f} |" for pos, ref, alt, delta in worst)
-        summary = (f"{len(result.rows()):,} substitutions scored in window {result.window_start:,}–"
-                   f"{result.window_end:,}. Most negative (least likely under the model):\n\n{table}\n\n"
-                   f"{_trust_note(service.model(model))}\n\n{RESEARCH_NOTE}")
+        summary = "\n\n".join([fmt.scan_summary(result), fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
         return scan_figure(result), summary, service.scan_file(result), {"rows": result.rows()}
 
     def models_info():
         # server paths stay on the server (and a "path" key would read as a file to gradio_client)
         loaded = [{k: v for k, v in m.items() if k != "path"} for m in service.manager.loaded()]
         table = [[m["name"], m["device"], m["dtype"], m["head_dtype"], f"{m['memory_bytes'] / 2**20:,.1f} MB",
-                  _parameters(m["parameters"]), f"{m['context_bases']:,}", m["draft"] or ""] for m in loaded]
+                  fmt.parameters(m["parameters"]), f"{m['context_bases']:,}", m["draft"] or ""] for m in loaded]
         pairs = "\n".join(f"- **{m}** drafts with **{service.manager.draft_for(m) or 'none'}**" for m in models)
         manager = service.manager
         return table, pairs or "No models configured.", {
@@ -330,7 +224,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                     method = gr.Radio([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
                                       value="marginal", label="Scoring")
                     score_button = gr.Button("Score variant", variant="primary")
-            verdict = gr.Markdown(RESEARCH_NOTE)
+            verdict = gr.Markdown(fmt.RESEARCH_NOTE)
             tracks = gr.Plot(label="Per-base tracks")
             site = gr.Plot(label="Base probabilities at the site")
             track_table = gr.Dataframe(headers=["ref position", "ref log-prob", "alt log-prob", "delta"],

@@ -1,0 +1,130 @@
+"""Results in words and HTML for the page: plain functions of engine results, no Gradio here."""
+
+from __future__ import annotations
+
+import html
+
+from .plots import BASE_COLOURS
+
+RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
+                 "the bundled demo models are for demonstration, not biological conclusions.*")
+
+
+def bases_html(prompt: str, fixed: str, sequences: list[str]) -> str:
+    def coloured(seq: str) -> str:
+        return "".join(f'<span style="color:{BASE_COLOURS.get(b, "#555")}">{b}</span>' for b in seq)
+
+    shown = prompt[-60:]
+    blocks = []
+    for i, seq in enumerate(sequences, start=1):
+        blocks.append(
+            f'<div class="carbon-seq"><b>design {i}</b> ({len(seq):,} bases)<br>'
+            f'<span style="color:#999" title="prompt">{"…" if len(prompt) > 60 else ""}{html.escape(shown)}</span>'
+            f'{coloured(seq)}</div>')
+    carried = (f" (its last {len(fixed)} base{'s continue' if len(fixed) > 1 else ' continues'} into the first "
+               "generated 6-mer)") if fixed else ""
+    legend = f'<div style="font-size:0.85em;color:#666">grey: prompt{carried}; coloured: generated bases</div>'
+    return legend + "".join(blocks)
+
+
+def verdict(scored) -> str:
+    """The delta in plain words: a direction only when all tokenization frames agree on it."""
+    words = {
+        "less": "the alternate allele is **less** likely than the reference under the model",
+        "more": "the alternate allele is **more** likely than the reference under the model",
+        "unclear": "**no clear effect**: the delta is within its spread over the 6-mer frames, which "
+                   "disagree on its sign",
+    }[scored.direction]
+    frames = len(scored.frame_deltas)
+    spread = (f"; over the {frames} tokenization frames it ranges {min(scored.frame_deltas):+.4f} to "
+              f"{max(scored.frame_deltas):+.4f} (sd {scored.frame_spread:.4f})" if frames > 1 else "")
+    indel = ""
+    if scored.inserted_ll or scored.deleted_ll:
+        indel = (f"\n\nFor an indel the delta sums the bases both alleles have; its own bases are apart: "
+                 f"inserted {scored.inserted_ll:+.4f}, deleted {scored.deleted_ll:+.4f}, so the whole windows "
+                 f"differ by {scored.delta_whole_window:+.4f}.")
+    return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log, summed over "
+            f"{scored.frame_bases:,}-base windows within {scored.window_start:,}–{scored.window_end:,}"
+            f"{', averaged over both strands' if scored.strand_average else ''}{spread}).{indel}")
+
+
+def trust_note(bundle) -> str:
+    """How far this model's variant scores can be trusted, from its own held-out measurements."""
+    quality = bundle.quality
+    if not quality:
+        return (f"*{bundle.name} ships no held-out variant-effect measurement; see its model card for "
+                "published evaluations.*")
+    demo = "a small **demo model**, " if quality.get("demo") else ""
+    return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
+            f"{quality['window']:,}-base windows: stop-gain vs synonymous AUROC "
+            f"{quality['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs deep intronic AUROC "
+            f"{quality['splice_site_vs_deep_intronic_auroc']:.2f} (0.5 = no signal, 1 = perfect).*")
+
+
+def parameters(count: int) -> str:
+    """5482752 -> '5.5M', 3012345678 -> '3.01B': how model sizes are written."""
+    return f"{count / 1e9:.2f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
+
+
+def frame_words(r: dict) -> str:
+    """The coding check in words: read in the frame the prompt's (or the design's own) ATG sets."""
+    if r["coding_frame"] is None:
+        return "not coding (no ATG start)"
+    whose = "the prompt's ATG" if r["coding_frame"] == "prompt" else "its own ATG"
+    if r["in_frame_stops"]:
+        where = ", ".join(f"{p:,}" for p in r["in_frame_stops"][:5]) + ("…" if len(r["in_frame_stops"]) > 5 else "")
+        return f"**FAILS**: stop codon in frame at {where} (frame of {whose})"
+    return f"open in the frame of {whose}"
+
+
+def report_markdown(reports: list[dict]) -> str:
+    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein |",
+             "|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(reports, start=1):
+        mask = "—" if r["mask_satisfied"] is None else ("satisfied" if r["mask_satisfied"] else "VIOLATED")
+        orf = (f"{r['orf_length_aa']} aa, {r['orf_strand']} strand, {r['orf_start']}–{r['orf_end']}"
+               if r["orf_start"] else "none")
+        protein = r["orf_protein"][:40] + ("…" if len(r["orf_protein"]) > 40 else "")
+        lines.append(f"| {i} | {r['length']:,}/{r['expected_length']:,} | {mask} | {100 * r['gc_content']:.1f}% | "
+                     f"{frame_words(r)} | {orf} | `{protein}` |")
+    return "\n".join(lines)
+
+
+def timing_line(result, note: str = "") -> str:
+    """How long a design took, and what the draft did."""
+    line = f"{result.seconds:.2f} s, {result.bases_per_second:,.0f} bases/s ({result.n_tokens} tokens)"
+    if result.speculative:
+        s = result.speculative
+        line += (f"; speculative decoding with {s.draft_model}: {100 * s.acceptance_rate:.0f}% "
+                 f"of {s.proposed} proposed 6-mers accepted")
+        if s.fallback_reason:
+            line += f" ({s.fallback_reason})"
+        elif s.estimated_speedup:
+            line += f", about {s.estimated_speedup:.2f}x the target alone"
+    return f"{line}; {note}" if note else line
+
+
+def prompt_info(result) -> str:
+    """The exact text and token ids the model read."""
+    ids = " ".join(map(str, result.prompt_ids))
+    return f"prompt text:\n{result.prompt_text}\n\ntoken ids ({len(result.prompt_ids)}):\n{ids}"
+
+
+def track_rows(scored) -> list[list]:
+    """The aligned tracks as table rows: reference position ('ins' for inserted bases), ref, alt, delta."""
+    def rounded(value):
+        return None if value is None else round(value, 4)
+
+    return [[pos if pos is not None else "ins", rounded(r), rounded(a), rounded(d)] for pos, r, a, d in
+            zip(scored.aligned_ref_pos, scored.aligned_ref_logprobs, scored.aligned_alt_logprobs,
+                scored.aligned_delta, strict=True)]
+
+
+def scan_summary(result, worst: int = 10) -> str:
+    """How many substitutions were scored, where, and the most damaging ones."""
+    rows = sorted(result.rows(), key=lambda row: row[3])[:worst]
+    table = "| substitution | delta |\n|---|---|\n" + "\n".join(
+        f"| {ref}{pos}{alt} | {delta:+.4f} |" for pos, ref, alt, delta in rows)
+    return (f"{len(result.rows()):,} substitutions scored, each in {result.frame_bases:,}-base windows "
+            f"(six 6-mer frames) within {result.window_start:,}–{result.window_end:,}. Most negative (least "
+            f"likely under the model):\n\n{table}")
