@@ -4,7 +4,6 @@ read correctly or refused with a message that names the problem, and the service
 from __future__ import annotations
 
 import io
-import math
 
 import pytest
 from Bio import SeqIO
@@ -79,31 +78,14 @@ def _design(service, prompt="ATGGTGCAC", n_bases=30, **options):
 
 
 @pytest.mark.parametrize("prompt, n_bases, options, message", [
-    ("ACGTACN", 12, {}, "'N' at position 7, among its last 1 bases"),
-    ("ACGTACGU", 12, {}, "looks like RNA"),
-    ("ACGTAC", 10, {"mask": "NNN"}, "the mask has 3 positions but 10 bases"),
-    ("ACGTAC", 3, {"mask": "NZN"}, "'Z' at position 2"),
-    ("ACGTAC", 0, {}, "at least 1, not 0"),
-    ("ACGTAC", 2000, {}, "2,000 bases do not fit: the model's context is 256 tokens"),
-    ("ACGTAC", 12, {"temperature": -0.1}, "temperature must be between 0 and 10"),
-    ("ACGTAC", 12, {"temperature": 11}, "temperature must be between 0 and 10"),
-    ("ACGTAC", 12, {"temperature": math.nan}, "temperature must be between 0 and 10"),
-    ("ACGTAC", 12, {"top_p": 0.0}, r"top-p must be in \(0, 1\]"),
-    ("ACGTAC", 12, {"top_p": 1.5}, r"top-p must be in \(0, 1\]"),
-    ("ACGTAC", 12, {"top_k": -1}, r"top-k \(0 = off\) must be at least 0, not -1"),
-    ("ACGTAC", 12, {"top_k": 2.5}, r"top-k \(0 = off\) must be a whole number, not 2.5"),
-    ("ACGTAC", 12, {"seed": -1}, "the seed must be between 0 and 9,223,372,036,854,775,807, not -1"),
-    ("ACGTAC", 12, {"seed": 2**63}, "the seed must be between 0 and"),
-    ("ACGTAC", 12, {"seed": 1.5}, "the seed must be a whole number, not 1.5"),
-    ("ACGTAC", 12.5, {}, "the number of bases must be a whole number, not 12.5"),
-    ("ACGTAC", 12, {"temperature": None}, "the temperature is empty"),
-    ("ACGTAC", 12, {"temperature": "warm"}, "the temperature must be a number, not 'warm'"),
-    ("ACGTAC", 12, {"samples": 0}, "number of samples must be between 1 and 64"),
-    ("ACGTAC", 12, {"samples": 65}, "number of samples must be between 1 and 64"),
-    ("ACGTAC", 12, {"mode": "codon"}, "mode must be 'bp' .* or 'token'"),
-    ("ACGTAC", 12, {"species": "martian"}, "martian"),
+    # the engine's checks are tested where it makes them (test_generate); here, that a refusal
+    # through the service the web handlers call leaves nothing running, for each stage that refuses
+    ("ACGTACGU", 12, {}, "looks like RNA"),  # the prompt
+    ("ACGTAC", 2000, {}, "2,000 bases do not fit: the model's context is 256 tokens"),  # the plan
+    ("ACGTAC", 12, {"samples": 65}, "number of samples must be between 1 and 64"),  # the run settings
+    ("ACGTAC", 12, {"temperature": 11}, "temperature must be between 0 and 10"),  # the sampling settings
 ])
-def test_bad_design_requests_are_refused_by_name(service, prompt, n_bases, options, message):
+def test_a_refused_design_leaves_nothing_running(service, prompt, n_bases, options, message):
     with pytest.raises(InputError, match=message):
         _design(service, prompt, n_bases, **options)
     assert service.running == 0
