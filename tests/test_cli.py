@@ -76,7 +76,8 @@ def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
         (["score", "--sequence", "ACGT", "--record", "x"], "--record only applies with --fasta"),
         (["score", "--sequence", "ACGTACGT", "--variant", "2:C>G", "--frames", "0"], "frames must be"),
         (["scan", "--sequence", "ACGTACGT", "--start", "5", "--end", "9"], "must lie within"),
-        (["scan", "--sequence", "ACGTACGT", "--start", "1", "--end", "2", "--window", "0"], "the window (bases) must be at least 1"),
+        (["scan", "--sequence", "ACGTACGT", "--start", "1", "--end", "2", "--window", "0"],
+         "the window (bases) must be at least 1"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(compact_model_dir, args, message, capsys):
