@@ -1,14 +1,36 @@
-"""The performance suite runs end to end on a tiny shape (what it prints is read, not its times)."""
+"""The performance suite runs end to end on a tiny shape: its contenders agree, its ratios are numbers,
+and the memory it reports for 3B + 500M is what the spec's shapes add up to (times are not checked)."""
 
 from __future__ import annotations
 
+import re
+
 from carbon_app.tools import bench
+
+
+def _params(layers: int, hidden: int, ffn: int, heads: int, kv_heads: int, head_dim: int, vocab: int = 155_776,
+            tied: bool = True) -> int:
+    """Llama parameters from the shapes in the Carbon spec (section 1), norms included."""
+    attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    per_layer = attention + 3 * hidden * ffn + 2 * hidden
+    return layers * per_layer + vocab * hidden * (1 if tied else 2) + hidden
 
 
 def test_generation_suite_runs_and_its_contenders_agree(capsys):
     bench.main(["--shape", "tiny", "--suite", "generation", "--repeats", "1", "--tokens", "4", "--prompt-bases", "30"])
     printed = capsys.readouterr().out
     assert "same output, ours (token mode) and stock restricted to DNA: True" in printed
-    for line in ("bp-level / token-level time:", "stock generate / ours (token):", "transformers forward / lean:",
-                 "of the measured copy bandwidth", "== scoring:", "== memory: Carbon-3B + Carbon-500M"):
-        assert line in printed
+    for label in ("bp-level / token-level time:", "stock generate / ours (token):", "stock generate / ours (bp):",
+                  "transformers forward / lean:"):
+        median, best = re.search(re.escape(label) + r"\s+([\d.]+) \(([\d.]+)\)", printed).groups()
+        assert 0 < float(median) < 100 and 0 < float(best) < 100
+    share = float(re.search(r"(\d+)% of the measured copy bandwidth", printed).group(1))
+    assert 0 < share < 1000
+    assert float(re.search(r"== scoring: \d+ bases in [\d.]+ s, ([\d,]+) bases/s", printed).group(1)
+                 .replace(",", "")) > 0
+    weights = float(re.search(r"== memory: .* weights ([\d.]+) GiB", printed).group(1))
+    three_b = _params(30, 3072, 8448, 32, 4, 96)
+    five_hundred_m = _params(28, 1024, 3072, 16, 8, 64)
+    heads_fp32 = 4096 * (3072 + 1024) * 2  # the 6-mer rows kept in fp32: 2 more bytes each
+    expected = ((three_b + five_hundred_m) * 2 + heads_fp32) / 2**30
+    assert abs(weights - expected) < 0.01 * expected, (weights, expected)
