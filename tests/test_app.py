@@ -267,6 +267,29 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
         browser.close()
 
 
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 400, "height": 1600})
+        page.goto(server)
+        page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
+        page.get_by_label("Bases to generate (exact)", exact=True).fill("60")
+        page.get_by_role("button", name="Generate").click()
+        header = page.get_by_role("columnheader", name="reading frame")
+        header.wait_for(timeout=60_000)
+        assert header.bounding_box()["width"] > 60  # a column, not one letter per line
+        table = page.locator(".carbon-table table").first
+        assert table.evaluate("t => getComputedStyle(t).overflowX") == "auto"
+        assert table.evaluate("t => t.scrollWidth > t.clientWidth")  # wider than the phone: it scrolls
+        browser.close()
+
+
 def _running(client) -> int:
     return client.predict(api_name="/models")[2]["requests_running"]
 

@@ -31,6 +31,12 @@ except ImportError:
         return fn
 
 
+#: On a phone-width page (400 px) a wide table scrolls sideways instead of squeezing each column to a letter.
+CSS = """
+.carbon-table table { display: block; overflow-x: auto; white-space: nowrap; }
+"""
+
+
 def _fail(exc: Exception):
     """Bad input or a model problem: a message in the page, not a traceback."""
     raise gr.Error(str(exc), print_exception=False)
@@ -192,7 +198,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             sequences_html = gr.HTML(label="Designs")
             status = gr.Markdown()
             confidence = gr.Plot(label="Per-base confidence")
-            checks = gr.Markdown()
+            checks = gr.Markdown(elem_classes="carbon-table")
             with gr.Accordion("Exact prompt sent (text and token ids)", open=False):
                 prompt_info = gr.Code(label="prompt", language=None)
             files = gr.File(label="Downloads (FASTA, JSON)", file_count="multiple")
@@ -254,7 +260,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                                            value="marginal", label="Scoring")
                     scan_button = gr.Button("Scan every substitution", variant="primary")
             heatmap = gr.Plot(label="delta log-likelihood of every substitution")
-            scan_summary = gr.Markdown()
+            scan_summary = gr.Markdown(elem_classes="carbon-table")
             scan_file = gr.File(label="Download (TSV)")
             with gr.Accordion("Raw result (JSON)", open=False):
                 scan_json = gr.JSON()
@@ -306,6 +312,6 @@ def launch() -> None:
                 manager.get(bundle.draft)
     demo = build_app(manager, config)
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1)
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+    demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                 max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")])

@@ -16,7 +16,7 @@ def confidence_figure(base_probs: list[list[float]], base_entropy: list[list[flo
                       offset: int = 0) -> go.Figure:
     """Per generated base: probability of the chosen base and the entropy (bits) it was drawn from."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("P(chosen base)", "entropy of the base distribution (bits)"))
+                        subplot_titles=("P(chosen base)", "entropy (bits)"))
     for i, (probs, entropy, seq) in enumerate(zip(base_probs, base_entropy, sequences, strict=True)):
         x = np.arange(offset + 1, offset + len(probs) + 1)
         name = f"sample {i + 1}"
@@ -38,7 +38,7 @@ def variant_figure(score) -> go.Figure:
     x = list(range(len(pos)))
     labels = [str(p) if p is not None else "ins" for p in pos]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.65, 0.35],
-                        subplot_titles=(f"per-base log-probability (dashed line: {score.variant})", "alt - ref"))
+                        subplot_titles=(f"log-probability per base ({score.variant} dashed)", "alt - ref"))
     fig.add_trace(go.Scatter(x=x, y=score.aligned_ref_logprobs, mode="lines", name="reference", text=labels,
                              hovertemplate="position %{text}<br>%{y:.3f}<extra>ref</extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(x=x, y=score.aligned_alt_logprobs, mode="lines", name="alternate", text=labels,
@@ -61,7 +61,7 @@ def site_figure(score) -> go.Figure:
     fig.add_trace(go.Bar(x=bases, y=[score.site_probs_ref[b] for b in bases], name="reference context",
                          marker_color=[BASE_COLOURS[b] for b in bases]))
     fig.update_layout(height=260, margin=dict(l=40, r=20, t=40, b=30), yaxis=dict(range=[0, 1]),
-                      title=f"model's base probabilities at position {score.variant.pos}")
+                      title=dict(text=f"base probabilities at {score.variant.pos}", automargin=True))
     return fig
 
 
