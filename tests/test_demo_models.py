@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import random
 
 import numpy as np
 import pytest
 
+from carbon_app.assets import ASSETS
+from carbon_app.core.dna import read_fasta
 from carbon_app.inference.generate import generate
+from carbon_app.inference.score import score_sequence
 from carbon_app.model.hub import ASSETS_MODELS, bundled_models, default_model_name
 from carbon_app.model.manager import ModelManager
+
+ASSETS_EXAMPLES = ASSETS / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +40,7 @@ def test_bundled_target_is_the_default_and_pairs_with_its_draft(manager, monkeyp
 def test_shipped_weights_stay_small():
     total = sum(f.stat().st_size for name in ("carbon-demo", "carbon-demo-draft")
                 for f in (ASSETS_MODELS / name).iterdir())
-    assert total < 30 * 2**20
+    assert total < 40 * 2**20  # the limit for the two bundled models together
 
 
 def test_model_cards_carry_the_evaluation(manager):
@@ -44,17 +50,29 @@ def test_model_cards_carry_the_evaluation(manager):
     assert "| carbon-demo, no tag | " in card
     assert f"{100 * results['target']['all']:.1f} |" in card
     assert f"{100 * results['markov']['all']:.1f} |" in card
-    assert results["target"]["all"] > results["markov"]["all"]  # the goal the card reports
+    assert results["target"]["all"] > results["markov"]["all"] + 0.03  # recovery: 33.1% against 28.3%
+    variants = results["target_variants"]
+    assert f"| carbon-demo | {variants['coding']['auroc']['fungus']:.3f} |" in card
+    quality = results["quality"]
+    assert quality["stop_gain_vs_synonymous_auroc"] == variants["coding"]["auroc"]["all"]
+    assert quality["splice_site_vs_deep_intronic_auroc"] == variants["splice"]["auroc"]["all"]
+    assert manager.get("carbon-demo").quality == quality  # what the page shows beside a score
+    assert results["draft_greedy_agreement"]["token"] >= 0.85
     assert (ASSETS_MODELS / "carbon-demo-draft" / "README.md").exists()
 
 
-def test_demo_designs_dna_that_looks_like_a_trained_model_made_it(manager):
-    target = manager.get("carbon-demo")
-    greedy = generate(target, "ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", 240, species="mammal", temperature=0, seed=0)
-    assert len(greedy.sequences[0]) == 240
-    # far more confident than uniform (0.25), as a model that learned real DNA is
-    assert np.mean(greedy.base_probs[0]) > 0.3
-    sampled = generate(target, "", 600, species="plant", seed=1, samples=2)
-    for seq in sampled.sequences:
-        gc = (seq.count("G") + seq.count("C")) / len(seq)
-        assert 0.2 < gc < 0.7
+def test_the_demo_model_knows_order_not_only_composition(manager):
+    """The held-out HBB locus scores better than the same bases shuffled (same composition), by a margin a
+    model with random weights does not reach; a design continues a coding prompt as confidently."""
+    seq = read_fasta(ASSETS_EXAMPLES / "hbb.fa").sequence[:1500]
+    for name in ("carbon-demo", "carbon-demo-draft"):
+        bundle = manager.get(name)
+        real = score_sequence(bundle, seq).mean
+        shuffled = []
+        for seed in range(3):
+            bases = list(seq)
+            random.Random(seed).shuffle(bases)
+            shuffled.append(score_sequence(bundle, "".join(bases)).mean)
+        assert real > max(shuffled) + 0.02, (name, real, shuffled)
+    greedy = generate(manager.get("carbon-demo"), "ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", 240, temperature=0, seed=0)
+    assert len(greedy.sequences[0]) == 240 and np.mean(greedy.base_probs[0]) > 0.3

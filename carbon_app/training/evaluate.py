@@ -413,6 +413,8 @@ below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substi
 (the same number of each from every gene); (b) substitutions of the canonical GT/AG splice dinucleotides
 versus deep-intronic ones (at least 100 bases into the same introns); last column: the share of random
 substitutions (a random base within 100 bases of every third site) that make the sequence less likely.
+A value below 0.5 means the scores point the wrong way on that task: here they follow base composition
+(splice-site G and T turned into A or C in A/T-rich introns read as *more* likely) rather than the site.
 {'The previous carbon-demo saw the human entries and the augustus-doc locus in training.'
  if 'previous_variants' in results else ''}
 
@@ -427,7 +429,7 @@ Draft-vs-target greedy agreement (the acceptance rate of greedy speculative deco
     python -m carbon_app.training.train --preset target
     python -m carbon_app.training.train --preset draft
     python -m carbon_app.training.evaluate --target runs/carbon-demo/model \\
-        --draft runs/carbon-demo-draft/model --install assets/models
+        --draft runs/carbon-demo-draft/model --previous assets/models/carbon-demo --install assets/models
 """
 
 

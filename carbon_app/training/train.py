@@ -33,7 +33,7 @@ from ..inference.marginals import k_of, kmer_digits, log_marginals
 from .data import trained_tag_scheme
 
 PRESETS = {
-    "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=3600),
+    "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=2800),
     "draft": dict(name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352, steps=600,
                   teacher="runs/carbon-demo/model", distill_weight=0.5),
 }
@@ -50,7 +50,7 @@ class TrainConfig:
     kv_heads: int = 4
     ffn: int = 704
     context_tokens: int = 256
-    steps: int = 3600
+    steps: int = 2800
     batch: int = 32
     lr: float = 2e-3
     min_lr: float = 1e-4
