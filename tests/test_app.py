@@ -74,7 +74,7 @@ def test_generate_api_matches_the_engine(client, demo):
     expected = generate(demo, "ATGTCTGCTAAAGG", 40, species="fungus", region="protein_coding", seed=7, samples=2)
     assert result["sequences"] == expected.sequences
     assert result["prompt_ids"] == expected.prompt_ids
-    assert "design 1" in out[0] and len(out[5]) == 2  # sequences shown, FASTA and JSON files
+    assert "design 1" in out[0] and len(out[5]) == 3  # sequences shown; FASTA, FASTA with the prompt, JSON
 
 
 def test_speculative_toggle_gives_the_same_greedy_output(client):
@@ -113,7 +113,7 @@ def test_models_api(client):
     ("/generate", ("carbon-demo", "none", "none", "ACGT", None, 10, "NNN", "bp", 0.9, 0, 1.0, 0, 1, False),
      "mask has 3 positions"),
     ("/generate", ("/etc", "none", "none", "ACGT", None, 10, "", "bp", 0.9, 0, 1.0, 0, 1, False),
-     "not in the list of choices"),  # the dropdown itself refuses paths
+     "'/etc' is not one of this server's models"),  # the service refuses paths, naming the field's value
     ("/score_variant", ("carbon-demo", "none", "none", "ACGTACGT", None, "3:A>G", "", 100, False, "marginal"),
      "has 'G' at position 3"),
     ("/scan", ("carbon-demo", "none", "none", "ACGTACGT", None, 5, 50, 100, "marginal"), "within the 8-base"),
@@ -146,6 +146,10 @@ _SCAN = dict(model="carbon-demo", species="none", region="none", sequence="ACGTA
     ("/scan", dict(start=0), "the scan start must be at least 1, not 0"),
     ("/scan", dict(end=11), "must lie within the 10-base sequence"),
     ("/scan", dict(window=0), r"the window \(bases\) must be at least 1, not 0"),
+    ("/generate", dict(mode="codon"), "mode must be 'bp' .* or 'token'"),  # a choice field: the engine names it
+    ("/generate", dict(species="martian"), "unknown species 'martian'"),
+    ("/generate", dict(model="/etc"), "'/etc' is not one of this server's models"),
+    ("/scan", dict(method="joint"), "scoring method must be 'marginal'"),
 ])
 def test_every_number_field_at_and_beyond_its_limits_gets_a_named_message(client, server_out, api, fields, message):
     """Through the API (the browser sends the same requests): the engine's own message, naming the field,
@@ -153,9 +157,10 @@ def test_every_number_field_at_and_beyond_its_limits_gets_a_named_message(client
     from gradio_client.exceptions import AppError
 
     args = {**(_DESIGN if api == "/generate" else _SCAN), **fields}
+    tracebacks = (server_out / "app.log").read_text().count("Traceback")
     with pytest.raises(AppError, match=message):
         client.predict(*args.values(), api_name=api)
-    assert "Traceback" not in (server_out / "app.log").read_text()
+    assert (server_out / "app.log").read_text().count("Traceback") == tracebacks  # none logged for it
 
 
 def test_the_readmes_named_client_call_works(client):

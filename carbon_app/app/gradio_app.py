@@ -12,7 +12,7 @@ import os
 import gradio as gr
 
 from ..assets import ASSETS
-from ..errors import CarbonError
+from ..errors import CarbonError, InputError
 from ..inference.generate import MAX_SAMPLES
 from ..inference.score import DEFAULT_WINDOW
 from ..model.manager import ModelManager
@@ -21,6 +21,7 @@ from .plots import confidence_figure, scan_figure, site_figure, variant_figure
 from .service import AppConfig, Service
 
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)
+FREE = dict(allow_custom_value=True)  # the value goes to the service or engine, which names a wrong one
 
 try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
     import spaces
@@ -157,6 +158,8 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         return models_info()
 
     def unload(name):
+        if name not in models + service.drafts():
+            _fail(InputError(f"'{name}' is not one of this server's models ({', '.join(models)})"))
         service.manager.unload(name)
         return models_info()
 
@@ -166,11 +169,13 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         gr.Markdown("# Carbon Studio\nDesign DNA and score variants with the Carbon DNA language models "
                     "(6-mer tokens, base-level inference).")
         with gr.Row():
-            model = gr.Dropdown(models, value=models[0] if models else None, label="Model", scale=2)
+            # choice fields take any value and the service or engine names a wrong one: a widget's own
+            # check ("Value: x is not in the list of choices") would log a traceback and name no field
+            model = gr.Dropdown(models, value=models[0] if models else None, label="Model", scale=2, **FREE)
             species_keys, region_keys = service.tag_choices(models[0] if models else None)
-            species = gr.Dropdown(species_keys, value="none", label="Species tag", scale=1,
+            species = gr.Dropdown(species_keys, value="none", label="Species tag", scale=1, **FREE,
                                   info="the tags this model's scheme has")
-            region = gr.Dropdown(region_keys, value="none", label="Region tag", scale=1)
+            region = gr.Dropdown(region_keys, value="none", label="Region tag", scale=1, **FREE)
 
         with gr.Tab("Design"):
             with gr.Row():
@@ -184,7 +189,8 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                                       placeholder="e.g. NNNNNNNNNTAA or RYRYRY…")
                     mask_status = gr.Markdown("No mask: every position may be any base.")
                 with gr.Column(scale=2):
-                    mode = gr.Radio([("base level (FNS)", "bp"), ("6-mer token", "token")], value="bp", label="Mode")
+                    mode = gr.Dropdown([("base level (FNS)", "bp"), ("6-mer token", "token")], value="bp",
+                                       label="Mode", **FREE)
                     # plain number fields, no widget limits: the engine checks each value and names the field
                     # (a widget's own limit would answer "Value 5 is greater than maximum value 2.")
                     temperature = gr.Number(label="Temperature (0 = greedy, up to 10)", value=0.9, step=0.05,
@@ -227,8 +233,8 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                     alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
                     window = gr.Number(label="Window (bases, centred on the variant)", value=DEFAULT_WINDOW)
                     strand = gr.Checkbox(label="Average with the reverse-complement strand")
-                    method = gr.Radio([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
-                                      value="marginal", label="Scoring")
+                    method = gr.Dropdown([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
+                                      value="marginal", label="Scoring", **FREE)
                     score_button = gr.Button("Score variant", variant="primary")
             verdict = gr.Markdown(fmt.RESEARCH_NOTE)
             tracks = gr.Plot(label="Per-base tracks")
@@ -256,8 +262,8 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                         scan_start = gr.Number(label="Region start (1-based)", value=1)
                         scan_end = gr.Number(label="Region end", value=60)
                     scan_window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
-                    scan_method = gr.Radio([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
-                                           value="marginal", label="Scoring")
+                    scan_method = gr.Dropdown([("reference FNS marginals", "marginal"), ("exact chain rule", "chain")],
+                                           value="marginal", label="Scoring", **FREE)
                     scan_button = gr.Button("Scan every substitution", variant="primary")
             heatmap = gr.Plot(label="delta log-likelihood of every substitution")
             scan_summary = gr.Markdown(elem_classes="carbon-table")
@@ -277,7 +283,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                         f"budget **{service.manager.memory_budget_bytes / 2**30:.1f} GiB**. Models are chosen by the "
                         "server (CARBON_MODEL / CARBON_MODELS), never by a path typed here.")
             with gr.Row():
-                card_model = gr.Dropdown(models + service.drafts(), value=models[0] if models else None,
+                card_model = gr.Dropdown(models + service.drafts(), value=models[0] if models else None, **FREE,
                                          label="Model")
                 load_button = gr.Button("Load")
                 unload_button = gr.Button("Unload")
