@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from carbon_app.tools import bench
 
 
@@ -16,6 +18,7 @@ def _params(layers: int, hidden: int, ffn: int, heads: int, kv_heads: int, head_
     return layers * per_layer + vocab * hidden * (1 if tied else 2) + hidden
 
 
+@pytest.mark.slow
 def test_generation_suite_runs_and_its_contenders_agree(capsys):
     bench.main(["--shape", "tiny", "--suite", "generation", "--repeats", "1", "--tokens", "4", "--prompt-bases", "30"])
     printed = capsys.readouterr().out

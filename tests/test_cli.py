@@ -19,6 +19,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, env=env, timeout=300)
 
 
+@pytest.mark.slow  # a subprocess per call
 def test_generate_json(carbon_model_dir):
     out = run_cli("generate", "--model", str(carbon_model_dir), "--prompt", "ACGTACGTA", "--bases", "13",
                   "--species", "<vertebrate_mammalian>", "--region", "protein_coding", "--mask", "NNNNNNNNNNRRR",
@@ -34,6 +35,7 @@ def test_generate_json(carbon_model_dir):
     assert again["sequences"] == data["sequences"]
 
 
+@pytest.mark.slow  # a subprocess per call
 def test_score_json_and_fasta(compact_model_dir, tmp_path):
     seq = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTG"
     fasta = tmp_path / "two.fa"
@@ -48,6 +50,7 @@ def test_score_json_and_fasta(compact_model_dir, tmp_path):
     assert len(json.loads(whole.stdout)["logprobs"]) == len(seq)
 
 
+@pytest.mark.slow  # a subprocess per call
 def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
     from carbon_app.inference.score import score_variant
     from carbon_app.model.bundle import load_bundle
@@ -96,6 +99,7 @@ def test_bad_input_is_one_line_and_nonzero(compact_model_dir, args, message, cap
     assert len(lines) == 1 and message in lines[0], err
 
 
+@pytest.mark.slow  # a subprocess per call
 def test_unknown_model_and_missing_default():
     out = run_cli("generate", "--model", "nobody/nothing-here", "--bases", "5")
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
@@ -103,6 +107,7 @@ def test_unknown_model_and_missing_default():
     assert out.returncode == 2 and "unknown model 'not-a-model'" in out.stderr
 
 
+@pytest.mark.slow  # a subprocess per call
 def test_tokenize_matches_the_spec(carbon_model_dir):
     out = run_cli("tokenize", "--model", str(carbon_model_dir), "<dna>ATCGATCG</dna>hello", "--json")
     assert json.loads(out.stdout)["ids"] == [151669, 152105, 154488, 151670, 14990]
