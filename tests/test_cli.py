@@ -111,3 +111,35 @@ def test_unknown_model_and_missing_default():
 def test_tokenize_matches_the_spec(carbon_model_dir):
     out = run_cli("tokenize", "--model", str(carbon_model_dir), "<dna>ATCGATCG</dna>hello", "--json")
     assert json.loads(out.stdout)["ids"] == [151669, 152105, 154488, 151670, 14990]
+
+
+@pytest.mark.slow  # subprocesses
+def test_scores_at_genome_coordinates_and_a_vcf_from_the_command_line(compact_model_dir, tmp_path):
+    from carbon_app.assets import ASSETS
+    from carbon_app.core.dna import read_fasta
+
+    hbb = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
+    genome = tmp_path / "g.fa"
+    genome.write_text(">chr11\n" + hbb + "\n")
+    one = run_cli("score", "--model", str(compact_model_dir), "--reference", str(genome), "--variant",
+                  "11:1206:A>T", "--window", "120", "--json")
+    assert one.returncode == 0, one.stderr
+    data = json.loads(one.stdout)
+    assert data["genomic_variant"] == "11:1206:A>T" and data["contig"] == "chr11"
+    assert data["genome_window_start"] <= 1206 <= data["genome_window_end"]
+    vcf = tmp_path / "in.vcf"
+    vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+                   "chr11\t1206\t.\tA\tT\t.\t.\t.\nchr11\t1207\t.\tC\tG\t.\t.\t.\n")
+    batch = run_cli("score-vcf", "--model", str(compact_model_dir), "--reference", str(genome), "--vcf", str(vcf),
+                    "--out", str(tmp_path / "out.vcf"), "--tsv", str(tmp_path / "out.tsv"), "--window", "120",
+                    "--json")
+    assert batch.returncode == 0, batch.stderr
+    summary = json.loads(batch.stdout)
+    assert summary["records"] == 2 and summary["scored"] == 1 and summary["problems"] == {"REF_mismatch": 1}
+    assert "1 not scored: REF_mismatch" in batch.stderr
+    rows = (tmp_path / "out.tsv").read_text().splitlines()
+    assert float(rows[1].split("\t")[6]) == pytest.approx(data["delta"], abs=1e-4)
+    missing = run_cli("score-vcf", "--model", str(compact_model_dir), "--reference", str(genome), "--vcf",
+                      str(tmp_path / "none.vcf"), "--out", str(tmp_path / "x.vcf"))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+

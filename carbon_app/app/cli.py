@@ -1,4 +1,4 @@
-"""Command line: `python -m carbon_app generate|score|scan|tokenize|models`.
+"""Command line: `python -m carbon_app generate|score|score-vcf|scan|tokenize|models`.
 
 Results go to stdout (JSON with --json); any problem is one line on stderr
 and a non-zero exit code (2 for bad input or models, 1 for internal errors).
@@ -32,13 +32,22 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
-def _add_reference_args(parser: argparse.ArgumentParser) -> None:
-    """The sequence a score or scan reads, and how each variant in it is scored."""
+def _add_reference_args(parser: argparse.ArgumentParser, genome: bool = False) -> None:
+    """The sequence a score or scan reads (or, with `genome`, a reference genome), and how each variant in it
+    is scored."""
     _add_model_args(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--sequence", help="reference DNA")
     source.add_argument("--fasta", help="FASTA file with the reference")
+    if genome:
+        source.add_argument("--reference", help="an indexed reference genome (FASTA, plain or bgzipped; the .fai "
+                            "is made when missing): --variant is then at genome coordinates, e.g. "
+                            "chr17:41245466:G>A")
     parser.add_argument("--record", help="id of the FASTA record to use when the file has several")
+    _add_scoring_args(parser)
+
+
+def _add_scoring_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                         help=f"bases around each variant (default {DEFAULT_WINDOW:,})")
     parser.add_argument("--frames", type=int, help="tokenization frames to average each delta over, 1-6 "
@@ -64,10 +73,19 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--samples", type=int, default=1, help="number of sequences (default 1)")
 
     score = commands.add_parser("score", help="score a variant (or a whole sequence)")
-    _add_reference_args(score)
+    _add_reference_args(score, genome=True)
     score.add_argument("--variant", help="POS:REF>ALT, 1-based (120:A>G, 57:AT>A, 88:C>CTT); "
                        "without it the whole sequence is scored")
     score.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
+
+    vcf = commands.add_parser("score-vcf", help="score every ALT of a VCF against a reference genome")
+    _add_model_args(vcf)
+    vcf.add_argument("--reference", required=True, help="indexed reference genome (FASTA, plain or bgzipped)")
+    vcf.add_argument("--vcf", required=True, help="input VCF (.vcf or bgzipped .vcf.gz)")
+    vcf.add_argument("--out", required=True, help="the scored VCF to write (.vcf, or .vcf.gz for bgzip)")
+    vcf.add_argument("--tsv", help="also a table: line, chrom, pos, id, ref, alt, delta, problem, message")
+    vcf.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
+    _add_scoring_args(vcf)
 
     scan = commands.add_parser("scan", help="score every single-base substitution of a region")
     _add_reference_args(scan)
@@ -125,6 +143,8 @@ def _reference(args) -> str:
 def _score(args) -> dict:
     from ..inference.score import score_sequence, score_variant
 
+    if getattr(args, "reference", None):
+        return _score_at(args)
     sequence = _reference(args)
     bundle = _bundle(args)
     if args.variant is None:
@@ -143,6 +163,52 @@ def _score(args) -> dict:
               f"frames {min(scored.frame_deltas):+.4f} to {max(scored.frame_deltas):+.4f}; "
               f"window {scored.window_start}-{scored.window_end}")
     return {**scored.to_dict(), "model_quality": bundle.quality}
+
+
+def _score_at(args) -> dict:
+    from ..genome.reference import Reference
+    from ..genome.scoring import score_at
+
+    if not args.variant:
+        raise InputError("with --reference, give --variant at genome coordinates, e.g. chr17:41245466:G>A")
+    if args.record:
+        raise InputError("--record only applies with --fasta")
+    reference = Reference(args.reference)
+    bundle = _bundle(args)
+    scored = score_at(bundle, reference, args.variant, args.window, args.strand_average, args.species, args.region,
+                      args.method, args.frames)
+    if not args.json:
+        s = scored.score
+        verdict = ("no clear effect: the 6-mer frames disagree on its sign" if s.direction == "unclear"
+                   else f"the alternate is {s.direction} likely than the reference under the model")
+        print(f"{scored.variant} ({reference.name}): delta = LL(alt) - LL(ref) = {s.delta:+.4f} ({verdict}); "
+              f"frames {min(s.frame_deltas):+.4f} to {max(s.frame_deltas):+.4f}; window "
+              f"{scored.contig}:{scored.window_start}-{scored.window_end}")
+        for note in scored.notes:
+            print(f"note: {note}", file=sys.stderr)
+    return {**scored.to_dict(), "model_quality": bundle.quality}
+
+
+def _score_vcf(args) -> dict:
+    from tqdm import tqdm
+
+    from ..genome.reference import Reference
+    from ..genome.vcf import score_vcf
+
+    reference = Reference(args.reference)
+    bundle = _bundle(args)
+    with tqdm(total=0, unit="ALT", desc="scoring", file=sys.stderr, disable=None) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, args.window, args.strand_average,
+                            args.species, args.region, args.method, args.frames, progress)
+    for line in summary.lines():
+        print(line, file=sys.stderr)
+    return {"records": summary.records, "alts": summary.alts, "scored": summary.scored,
+            "problems": dict(summary.problems), "malformed": summary.malformed, "hint": summary.hint,
+            "seconds": summary.seconds, "out": args.out, "tsv": args.tsv}
 
 
 def _scan(args) -> dict:
@@ -192,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..model.manager import out_of_memory_as_error
 
         hf_logging.disable_progress_bar()
-        handler = {"generate": _generate, "score": _score, "scan": _scan, "tokenize": _tokenize,
-                   "models": _models}[args.command]
+        handler = {"generate": _generate, "score": _score, "score-vcf": _score_vcf, "scan": _scan,
+                   "tokenize": _tokenize, "models": _models}[args.command]
         with out_of_memory_as_error("this command"):
             data = handler(args)
     except CarbonError as exc:

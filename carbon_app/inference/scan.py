@@ -122,25 +122,9 @@ def scan_substitutions(
     frames = resolve_frames(bundle, frames)
     prefix = bundle.tags.prefix(species, region)
     window = min(window, context_room_bases(bundle, prefix))
-    # every window a substitution of the region is read in, and which (position, frame) each serves
-    serves: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    span_lo, span_hi, size = len(seq), 0, 0
-    for pos0 in range(start - 1, end):
-        lo, hi, starts, size = frame_windows(len(seq), pos0, 1, window, frames)
-        span_lo, span_hi = min(span_lo, lo), max(span_hi, hi)
-        for f in starts:
-            serves[(lo + f, lo + f + size)].append((pos0, f))
-    frame_deltas = np.full((frames, end - start + 1, 4), np.nan)
-    ll_ref, prompt_text = 0.0, ""
-    for i, ((lo, hi), wanted) in enumerate(sorted(serves.items())):
-        if progress:
-            progress(i / len(serves))
-        deltas, ll, text = _scan_window(bundle, seq, lo, hi, sorted({p for p, _ in wanted}), prefix, method,
-                                        f"a scan of {end - start + 1:,} positions")
-        for pos0, f in wanted:
-            frame_deltas[f, pos0 - (start - 1)] = deltas[pos0]
-        if i == 0:
-            ll_ref, prompt_text = ll, text
+    frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size = substitution_deltas(
+        bundle, seq, range(start - 1, end), window, frames, prefix, method, progress,
+        what=f"a scan of {end - start + 1:,} positions")
     with warnings.catch_warnings():  # a column of NaN in every frame: the reference base, NaN by design
         warnings.simplefilter("ignore", RuntimeWarning)
         deltas = np.nanmean(frame_deltas, axis=0)
@@ -149,6 +133,40 @@ def scan_substitutions(
         deltas=deltas, ll_ref=ll_ref, method=method, prompt_text=prompt_text, frame_deltas=frame_deltas,
         frame_bases=size,
     )
+
+
+def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, frames: int, prefix: str,
+                        method: str, progress: Callable[[float], None] | None = None, what: str = "a scan"
+                        ) -> tuple[np.ndarray, float, str, int, int, int]:
+    """Every substitution at `positions` (0-based, in order), each read in the windows `score_variant`
+    reads it in (`frame_windows`): ([frames, len(positions), 4] deltas per frame, NaN at the reference
+    base and for frames that do not hold a position; the first window's reference log-likelihood and
+    prompt; the span all windows lie in; bases per window).
+
+    A window serves every position whose frames it reads, so neighbouring positions share windows:
+    L clustered positions cost about L + k - 1 windows, each scored once and re-read after each
+    substituted token. Scattered positions cost their own windows, no more.
+    """
+    positions = list(positions)
+    row = {pos0: i for i, pos0 in enumerate(positions)}
+    serves: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # window -> (position, frame)
+    span_lo, span_hi, size = len(seq), 0, 0
+    for pos0 in positions:
+        lo, hi, starts, size = frame_windows(len(seq), pos0, 1, window, frames)
+        span_lo, span_hi = min(span_lo, lo), max(span_hi, hi)
+        for f in starts:
+            serves[(lo + f, lo + f + size)].append((pos0, f))
+    frame_deltas = np.full((frames, len(positions), 4), np.nan)
+    ll_ref, prompt_text = 0.0, ""
+    for i, ((lo, hi), wanted) in enumerate(sorted(serves.items())):
+        if progress:
+            progress(i / len(serves))
+        deltas, ll, text = _scan_window(bundle, seq, lo, hi, sorted({p for p, _ in wanted}), prefix, method, what)
+        for pos0, f in wanted:
+            frame_deltas[f, row[pos0]] = deltas[pos0]
+        if i == 0:
+            ll_ref, prompt_text = ll, text
+    return frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size
 
 
 @torch.inference_mode()

@@ -1,0 +1,82 @@
+"""Reference genomes: indexed FASTA files (plain or bgzipped) read through pysam.
+
+Contig names are the file's own; `chr17` and `17` (and `chrM` / `MT`) name the
+same contig whichever spelling the file uses. The `.fai` index is made beside
+the FASTA when it is missing, and a clear message says what to do when it
+cannot be written there. Servers name their genomes in `CARBON_REFERENCES`
+(`GRCh38=/data/hg38.fa,GRCh37=/data/hg19.fa`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ..errors import InputError
+
+_MITOCHONDRION = {"M", "MT", "CHRM", "CHRMT"}
+
+
+class Reference:
+    """One indexed FASTA, opened once; `fetch` is safe to call from several threads."""
+
+    def __init__(self, path: str | Path, name: str | None = None):
+        import pysam
+
+        self.path = Path(path)
+        self.name = name or self.path.name
+        if not self.path.is_file():
+            raise InputError(f"the reference genome '{self.path}' does not exist or is not a file")
+        index = Path(f"{self.path}.fai")
+        if not index.exists() and not os.access(self.path.parent, os.W_OK):
+            raise InputError(
+                f"the reference genome '{self.path}' has no index ({index.name}) and its folder cannot be "
+                f"written: run 'samtools faidx {self.path}' where it can be, or copy the FASTA to a writable folder")
+        try:
+            self._fasta = pysam.FastaFile(str(self.path))
+        except (OSError, ValueError) as exc:
+            hint = (" A compressed FASTA must be compressed with bgzip (not gzip)."
+                    if self.path.suffix in (".gz", ".bgz") else "")
+            raise InputError(f"the reference genome '{self.path}' cannot be read as indexed FASTA: {exc}.{hint}") \
+                from None
+        self.lengths = dict(zip(self._fasta.references, self._fasta.lengths, strict=True))
+        self._lock = threading.Lock()  # one pysam handle: reads one at a time
+
+    def __repr__(self) -> str:
+        return f"Reference({self.name!r}, {len(self.lengths)} contigs)"
+
+    def contig(self, name: str) -> str:
+        """The file's name for contig `name`, accepting chr/no-chr and chrM/MT spellings."""
+        name = str(name).strip()
+        if name in self.lengths:
+            return name
+        bare = name[3:] if name.lower().startswith("chr") else name
+        candidates = [bare, f"chr{bare}"]
+        if bare.upper() in _MITOCHONDRION:
+            candidates += ["MT", "chrM", "M", "chrMT"]
+        for candidate in candidates:
+            if candidate in self.lengths:
+                return candidate
+        shown = ", ".join(list(self.lengths)[:6]) + (", ..." if len(self.lengths) > 6 else "")
+        raise InputError(f"contig '{name}' is not in the reference genome {self.name} ({len(self.lengths)} "
+                         f"contigs: {shown})")
+
+    def fetch(self, contig: str, start: int, end: int) -> str:
+        """Upper-case bases [start, end) (0-based) of a contig named as the file names it, clipped to it."""
+        length = self.lengths[contig]
+        start, end = max(0, start), min(end, length)
+        with self._lock:
+            return self._fasta.fetch(contig, start, end).upper() if end > start else ""
+
+
+def configured_references(text: str | None = None) -> dict[str, Path]:
+    """`CARBON_REFERENCES` (`NAME=PATH,NAME=PATH`) as {name: path}; each entry checked for its form."""
+    text = os.environ.get("CARBON_REFERENCES", "") if text is None else text
+    found: dict[str, Path] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise InputError(f"CARBON_REFERENCES entry '{item}' is not NAME=PATH (e.g. GRCh38=/data/hg38.fa)")
+        found[name.strip()] = Path(path.strip())
+    return found

@@ -1,0 +1,319 @@
+"""VCF batches: every record written back, in order, with a delta per ALT or the reason it has none.
+
+    python -m carbon_app score-vcf --reference hg38.fa --vcf in.vcf.gz --out scored.vcf --tsv scored.tsv
+
+Records are read with pysam and streamed in chunks (memory stays flat however
+long the file). Each ALT gets INFO `CARBON_DELTA` (Number=A; `.` where it
+could not be scored) and `CARBON_PROBLEM` (Number=A: `unknown_contig`,
+`REF_mismatch`, `symbolic_allele`, `not_ACGT`, `mostly_N`, `beyond_contig`);
+a record none of whose ALTs could be scored gets FILTER `CARBON_UNSCORED`.
+Sample columns and other INFO fields pass through. A line that is not a VCF
+record at all is named by its line number in the summary and the TSV (it
+cannot be a record of the output); nothing stops the batch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..inference.score import DEFAULT_WINDOW, resolve_frames
+from ..model.bundle import ModelBundle
+from .coordinates import GenomicVariant, VariantProblem, _checked
+from .reference import Reference
+from .scoring import Outcome, score_batch
+
+DELTA, PROBLEM, UNSCORED = "CARBON_DELTA", "CARBON_PROBLEM", "CARBON_UNSCORED"
+CHUNK = 512  # records scored together: enough to share windows, little enough to keep memory flat
+WRONG_BUILD_SHARE = 0.2  # REF mismatches above this share (and at least 5) suggest the wrong genome build
+_BASES = re.compile(r"^[ACGTNacgtn]+$")
+TSV_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message"]
+
+
+@dataclass
+class VcfSummary:
+    records: int = 0
+    alts: int = 0
+    scored: int = 0
+    problems: Counter = field(default_factory=Counter)
+    malformed: list[tuple[int, str]] = field(default_factory=list)  # (line number, what is wrong)
+    hint: str | None = None  # e.g. many REF mismatches: the wrong genome build?
+    seconds: float = 0.0
+    sorted: bool = True  # records in coordinate order (contigs in blocks, positions rising): can be indexed
+    _last: tuple[str, int] | None = None
+    _contigs_done: set = field(default_factory=set)
+
+    def saw(self, contig: str, pos: int) -> None:
+        if self._last and self._last[0] != contig:
+            self._contigs_done.add(self._last[0])
+        if contig in self._contigs_done or (self._last and self._last[0] == contig and pos < self._last[1]):
+            self.sorted = False
+        self._last = (contig, pos)
+
+    def lines(self) -> list[str]:
+        """The summary in sentences."""
+        out = [f"{self.records:,} records, {self.alts:,} ALT alleles: {self.scored:,} scored in {self.seconds:.1f} s"]
+        out += [f"{n:,} not scored: {code}" for code, n in self.problems.most_common()]
+        out += [f"line {line}: {reason} (not a VCF record; left out of the VCF, listed in the TSV)"
+                for line, reason in self.malformed]
+        if self.hint:
+            out.append(self.hint)
+        return out
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt") if path.suffix in (".gz", ".bgz") else open(path)
+
+
+def _malformed(fields: list[str]) -> str | None:
+    """Why a data line is not a VCF record, or None."""
+    if len(fields) < 8:
+        return f"has {len(fields)} tab-separated columns; a VCF record has at least 8"
+    if not fields[1].isdigit() or int(fields[1]) < 1:
+        return f"POS '{fields[1][:20]}' is not a position"
+    if not _BASES.match(fields[3]):
+        return f"REF '{fields[3][:20]}' is not bases"
+    if not fields[4]:
+        return "ALT is empty"
+    return None
+
+
+def _prepare(vcf_in: Path, clean: Path, settings: str) -> tuple[list[int], list[tuple[int, str]], int]:
+    """Copy `vcf_in` to `clean` with the Carbon header lines added, contigs and INFO/FORMAT keys the records
+    use but the header lacks declared (as htslib would assume them), and lines that are not records left out.
+    Returns the line number of every record kept, (line, reason) of every line left out, and the number of
+    ALT alleles of the records kept."""
+    header: list[str] = []
+    declared: dict[str, set[str]] = {"contig": set(), "INFO": set(), "FORMAT": set()}
+    used: dict[str, set[str]] = {"contig": set(), "INFO": set(), "FORMAT": set()}
+    records: list[int] = []
+    malformed: list[tuple[int, str]] = []
+    alts = 0
+    column_line = None
+    body = clean.with_suffix(".body")
+    try:
+        with _open_text(vcf_in) as source, open(body, "w") as out:
+            for number, line in enumerate(source, start=1):
+                if line.startswith("##"):
+                    header.append(line.rstrip("\n"))
+                    found = re.match(r"##(contig|INFO|FORMAT)=<ID=([^,>]+)", line)
+                    if found:
+                        declared[found.group(1)].add(found.group(2))
+                    continue
+                if line.startswith("#"):
+                    column_line = line.rstrip("\n")
+                    continue
+                if not line.strip():
+                    continue
+                fields = line.rstrip("\n").split("\t")
+                reason = _malformed(fields)
+                if reason:
+                    malformed.append((number, reason))
+                    continue
+                used["contig"].add(fields[0])
+                used["INFO"].update(item.split("=", 1)[0] for item in fields[7].split(";") if item and item != ".")
+                if len(fields) > 8:
+                    used["FORMAT"].update(key for key in fields[8].split(":") if key and key != ".")
+                records.append(number)
+                alts += fields[4].count(",") + 1
+                out.write(line if line.endswith("\n") else line + "\n")
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise InputError(f"the VCF '{vcf_in}' cannot be read: {exc}") from None
+    if column_line is None:
+        raise InputError(f"the VCF '{vcf_in}' has no #CHROM header line: is it a VCF?")
+    added = [f"##contig=<ID={c}>" for c in sorted(used["contig"] - declared["contig"])]
+    added += [f'##{kind}=<ID={key},Number=.,Type=String,Description="not declared in the input">'
+              for kind in ("INFO", "FORMAT") for key in sorted(used[kind] - declared[kind])]
+    added += [
+        f'##INFO=<ID={DELTA},Number=A,Type=Float,Description="Carbon delta = LL(alt) - LL(ref), natural log: '
+        f'{settings}">',
+        f'##INFO=<ID={PROBLEM},Number=A,Type=String,Description="Why an ALT has no {DELTA}: unknown_contig, '
+        'REF_mismatch, symbolic_allele, not_ACGT, mostly_N or beyond_contig">',
+        f'##FILTER=<ID={UNSCORED},Description="No ALT of this record could be scored (see {PROBLEM})">',
+        f"##carbon_studio=<{settings}>",
+    ]
+    with open(clean, "w") as out, open(body) as rest:
+        out.write("\n".join(header + added + [column_line]) + "\n")
+        for line in rest:
+            out.write(line)
+    body.unlink()
+    return records, malformed, alts
+
+
+def _records(clean: Path) -> Iterator[tuple[int, object]]:
+    """(index, pysam record) of each record; a record pysam still cannot read is yielded as (index, error)
+    and reading goes on from a fresh handle past it (pysam's state after a failed parse is not trusted)."""
+    import pysam
+
+    done = 0
+    while True:
+        with pysam.VariantFile(str(clean)) as vcf:
+            records = iter(vcf)
+            for _ in range(done):
+                next(records)
+            while True:
+                try:
+                    record = next(records)
+                except StopIteration:
+                    return
+                except (OSError, ValueError) as exc:
+                    yield done, exc
+                    done += 1
+                    break
+                yield done, record
+                done += 1
+
+
+@contextmanager
+def _writer(path: Path):
+    """A text sink for the output VCF: bgzip-compressed when its name ends in .gz."""
+    if path.suffix in (".gz", ".bgz"):
+        import pysam
+
+        handle = pysam.BGZFile(str(path), "wb")
+        try:
+            yield lambda text: handle.write(text.encode())
+        finally:
+            handle.close()
+    else:
+        with open(path, "w") as handle:
+            yield handle.write
+
+
+def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
+              tsv_out: str | Path | None = None, window: int = DEFAULT_WINDOW, strand_average: bool = False,
+              species: str | None = None, region: str | None = None, method: str = "marginal",
+              frames: int | None = None, progress: Callable[[int, int], None] | None = None) -> VcfSummary:
+    """Score every ALT of every record of `vcf_in` against `reference`; write `vcf_out` (and `tsv_out`).
+    `progress(done, total)` follows the ALT alleles."""
+    vcf_in, vcf_out = Path(vcf_in), Path(vcf_out)
+    if not vcf_in.is_file():
+        raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
+    frames = resolve_frames(bundle, frames)
+    settings = (f"model={bundle.name},genome={reference.name},window={window},frames={frames},"
+                f"strand_average={strand_average},method={method},tags={bundle.tags.prefix(species, region) or 'none'}")
+    began = time.perf_counter()
+    summary = VcfSummary()
+    with tempfile.TemporaryDirectory(dir=vcf_out.parent if vcf_out.parent.exists() else None) as tmp:
+        clean = Path(tmp) / "input.vcf"
+        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings)
+        pending_malformed = list(summary.malformed)
+        done = 0
+        tsv = open(tsv_out, "w") if tsv_out else None  # noqa: SIM115 (closed below, after the loop)
+        try:
+            if tsv:
+                tsv.write("\t".join(TSV_COLUMNS) + "\n")
+            with _writer(vcf_out) as write:
+                header_written = False
+                chunk: list[tuple[int, object]] = []
+                for index, record in _records(clean):
+                    if not header_written and not isinstance(record, Exception):
+                        write(str(record.header))
+                        header_written = True
+                    chunk.append((index, record))
+                    if len(chunk) >= CHUNK:
+                        done = _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary,
+                                      window, strand_average, species, region, method, frames, progress, done,
+                                      total_alts)
+                        chunk = []
+                if chunk:
+                    done = _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary,
+                                  window, strand_average, species, region, method, frames, progress, done,
+                                  total_alts)
+                if not header_written:  # no record at all: the header alone
+                    import pysam
+
+                    with pysam.VariantFile(str(clean)) as empty:
+                        write(str(empty.header))
+            if tsv:
+                for line, reason in pending_malformed:
+                    tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\t{reason}\n")
+        finally:
+            if tsv:
+                tsv.close()
+    if vcf_out.suffix in (".gz", ".bgz") and summary.sorted:  # sorted and bgzipped: a tabix index beside it
+        import pysam
+
+        pysam.tabix_index(str(vcf_out), preset="vcf", force=True, keep_original=True)
+    mismatches = summary.problems.get("REF_mismatch", 0)
+    if mismatches >= 5 and mismatches > WRONG_BUILD_SHARE * summary.alts:
+        summary.hint = (f"{mismatches:,} of {summary.alts:,} ALT alleles have a REF that differs from "
+                        f"{reference.name}: is this the right genome build?")
+    summary.seconds = time.perf_counter() - began
+    return summary
+
+
+def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary, window, strand_average,
+           species, region, method, frames, progress, done, total) -> int:
+    """Score one chunk of records and write them (and their TSV rows, with any malformed lines before
+    them), in order."""
+    jobs: list[tuple[int, int, GenomicVariant | VariantProblem]] = []  # (chunk row, alt index, variant or problem)
+    for row, (_, record) in enumerate(chunk):
+        if isinstance(record, Exception):
+            continue
+        for a, alt in enumerate(record.alts or ()):
+            try:
+                jobs.append((row, a, _checked(record.chrom, record.pos, record.ref, alt, "")))
+            except VariantProblem as exc:
+                jobs.append((row, a, exc))
+            except Exception as exc:  # REF equals ALT and the like: named, not fatal
+                jobs.append((row, a, VariantProblem("not_scorable", str(exc))))
+    variants = [job[2] for job in jobs if isinstance(job[2], GenomicVariant)]
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress:
+            progress(done, total)
+
+    scored = iter(score_batch(bundle, reference, variants, window, strand_average, species, region, method, frames,
+                              progress=step))
+    outcome: dict[tuple[int, int], Outcome] = {}
+    for row, a, job in jobs:
+        if isinstance(job, VariantProblem):
+            outcome[(row, a)] = Outcome(problem=job.code, message=str(job))
+            step(1)
+        else:
+            outcome[(row, a)] = next(scored)
+    for row, (index, record) in enumerate(chunk):
+        line = line_of[index]
+        while pending_malformed and pending_malformed[0][0] < line:
+            bad, reason = pending_malformed.pop(0)
+            if tsv:
+                tsv.write(f"{bad}\t\t\t\t\t\t\tmalformed\t{reason}\n")
+        if isinstance(record, Exception):  # pysam could not read it after all: named, the batch goes on
+            summary.malformed.append((line, f"cannot be read as a VCF record ({record})"))
+            if tsv:
+                tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\tcannot be read as a VCF record ({record})\n")
+            continue
+        results = [outcome[(row, a)] for a in range(len(record.alts or ()))]
+        summary.saw(record.chrom, record.pos)
+        summary.records += 1
+        summary.alts += len(results)
+        for result in results:
+            if result.delta is None:
+                summary.problems[result.problem] += 1
+            else:
+                summary.scored += 1
+        if results:
+            record.info[DELTA] = tuple(None if r.delta is None else round(r.delta, 6) for r in results)
+            if any(r.problem for r in results):
+                record.info[PROBLEM] = tuple(r.problem or "." for r in results)
+            if all(r.delta is None for r in results):
+                record.filter.add(UNSCORED)
+        write(str(record))
+        if tsv:
+            for alt, result in zip(record.alts or (), results, strict=True):
+                delta = "" if result.delta is None else f"{result.delta:.6f}"
+                note = result.message or "; ".join(result.notes)
+                tsv.write("\t".join(map(str, [line, record.chrom, record.pos, record.id or ".", record.ref, alt,
+                                              delta, result.problem or "", note])) + "\n")
+    return done
