@@ -149,15 +149,19 @@ def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, windo
     margin = span + 2  # as in cut_window: room for windows slid inward at a contig's end
     start = max(0, variants[cluster[0]].pos - 1 - margin)
     bases = reference.fetch(contig, start, variants[cluster[-1]].pos + margin)
-    positions = sorted({variants[i].pos - 1 - start for i in cluster})
+    wanted: dict[int, str] = defaultdict(str)  # position in `bases` -> alternates asked for there
+    for i in cluster:
+        wanted[variants[i].pos - 1 - start] += variants[i].alt
+    positions = sorted(wanted)
     row = {p: r for r, p in enumerate(positions)}
-    with warnings.catch_warnings():  # a reference base is NaN in every frame, by design
+    with warnings.catch_warnings():  # a base not asked for is NaN in every frame, by design
         warnings.simplefilter("ignore", RuntimeWarning)
-        forward = np.nanmean(substitution_deltas(bundle, bases, positions, window, frames, prefix, method)[0], 0)
+        forward = np.nanmean(substitution_deltas(bundle, bases, positions, window, frames, prefix, method,
+                                                 alternates=wanted)[0], 0)
         if strand_average:  # the same windows read from the other strand: positions mirrored, bases complemented
-            mirrored = [len(bases) - 1 - p for p in positions]
-            back = np.nanmean(substitution_deltas(bundle, reverse_complement(bases), mirrored[::-1], window, frames,
-                                                  prefix, method)[0], 0)[::-1]
+            mirrored = {len(bases) - 1 - p: "".join(_COMPLEMENT[b] for b in alts) for p, alts in wanted.items()}
+            back = np.nanmean(substitution_deltas(bundle, reverse_complement(bases), sorted(mirrored), window, frames,
+                                                  prefix, method, alternates=mirrored)[0], 0)[::-1]
     for i in cluster:
         r, alt = row[variants[i].pos - 1 - start], variants[i].alt
         delta = forward[r, BASES.index(alt)]

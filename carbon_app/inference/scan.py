@@ -136,12 +136,13 @@ def scan_substitutions(
 
 
 def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, frames: int, prefix: str,
-                        method: str, progress: Callable[[float], None] | None = None, what: str = "a scan"
-                        ) -> tuple[np.ndarray, float, str, int, int, int]:
+                        method: str, progress: Callable[[float], None] | None = None, what: str = "a scan",
+                        alternates: dict[int, str] | None = None) -> tuple[np.ndarray, float, str, int, int, int]:
     """Every substitution at `positions` (0-based, in order), each read in the windows `score_variant`
     reads it in (`frame_windows`): ([frames, len(positions), 4] deltas per frame, NaN at the reference
-    base and for frames that do not hold a position; the first window's reference log-likelihood and
-    prompt; the span all windows lie in; bases per window).
+    base, for frames that do not hold a position and for alternates not asked for; the first window's
+    reference log-likelihood and prompt; the span all windows lie in; bases per window).
+    `alternates` limits a position to the bases asked for (a batch of variants seldom wants all three).
 
     A window serves every position whose frames it reads, so neighbouring positions share windows:
     L clustered positions cost about L + k - 1 windows, each scored once and re-read after each
@@ -161,7 +162,8 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
     for i, ((lo, hi), wanted) in enumerate(sorted(serves.items())):
         if progress:
             progress(i / len(serves))
-        deltas, ll, text = _scan_window(bundle, seq, lo, hi, sorted({p for p, _ in wanted}), prefix, method, what)
+        wanted_here = {p: (alternates or {}).get(p, BASES) for p, _ in wanted}
+        deltas, ll, text = _scan_window(bundle, seq, lo, hi, wanted_here, prefix, method, what)
         for pos0, f in wanted:
             frame_deltas[f, row[pos0]] = deltas[pos0]
         if i == 0:
@@ -170,11 +172,11 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
 
 
 @torch.inference_mode()
-def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: list[int], prefix: str,
+def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: dict[int, str], prefix: str,
                  method: str, what: str) -> tuple[dict[int, np.ndarray], float, str]:
-    """The substitutions at `positions` (0-based, inside window [lo, hi)) scored in that one window:
-    {position: delta per alternate [4], NaN at the reference base}, the reference's log-likelihood
-    and the prompt text."""
+    """The substitutions {position (0-based, inside window [lo, hi)): alternate bases} scored in that
+    one window: {position: delta per alternate [4], NaN at the reference base and at bases not asked
+    for}, the reference's log-likelihood and the prompt text."""
     win = seq[lo:hi]
     k = bundle.k
     n_tokens = -(-len(win) // k)
@@ -205,7 +207,7 @@ def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: lis
         for j in range(k):
             q = t * k + j
             if lo + q in deltas and win[q] in "ACGT":
-                variants += [(q, b) for b in range(4) if BASES[b] != win[q]]
+                variants += [(q, b) for b in range(4) if BASES[b] != win[q] and BASES[b] in positions[lo + q]]
         if not variants:
             continue
         batch = len(variants)

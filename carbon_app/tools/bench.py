@@ -185,6 +185,57 @@ def scan_suite(repeats: int) -> None:
     print(f"ratio alone / scan:                 {separate_s / scan_s:.1f}x")
 
 
+def vcf_suite(window: int = 1536) -> None:
+    """score-vcf on 1,000 SNVs against a loop of single `score_at` calls in the same process, on the bundled
+    demo model: 900 clustered as a saturation study writes them (all three alternates at 300 positions of
+    HBB's first exon and intron) and 100 scattered over a 60-kb contig, each kind timed on its own."""
+    import tempfile
+    from pathlib import Path
+
+    from ..assets import ASSETS
+    from ..core.dna import read_fasta
+    from ..genome.reference import Reference
+    from ..genome.scoring import score_at
+    from ..genome.vcf import score_vcf
+    from ..model.manager import ModelManager
+
+    bundle = ModelManager(device="cpu").get("carbon-demo")
+    hbb = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
+    rng = random.Random(7)
+    wide = "".join(rng.choice("ACGT") for _ in range(60_000))
+    kinds = {
+        "clustered": [("chr11", pos, hbb[pos - 1], alt) for pos in range(1180, 1480) for alt in "ACGT"
+                      if alt != hbb[pos - 1]][:900],
+        "scattered": [("chrR", pos, wide[pos - 1], rng.choice([b for b in "ACGT" if b != wide[pos - 1]]))
+                      for pos in sorted(rng.sample(range(1, 60_001), 100))],
+    }
+    print(f"\n== score-vcf: 1,000 SNVs, {bundle.name}, window {window:,}, {bundle.k} frames, CPU, "
+          f"{torch.get_num_threads()} threads")
+    totals = [0.0, 0.0]
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        fasta = Path(tmp) / "genome.fa"
+        fasta.write_text(f">chr11\n{hbb}\n>chrR\n{wide}\n")
+        reference = Reference(fasta, "bench")
+        for kind, rows in kinds.items():
+            vcf, tsv = Path(tmp) / f"{kind}.vcf", Path(tmp) / f"{kind}.tsv"
+            vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n" + "".join(
+                f"{c}\t{p}\t.\t{r}\t{a}\t.\t.\t.\n" for c, p, r, a in rows))
+            batch_s, _ = _timed(lambda vcf=vcf, tsv=tsv: score_vcf(bundle, reference, vcf, Path(tmp) / "out.vcf", tsv,
+                                                                   window=window))
+            batched = [float(line.split("\t")[6]) for line in tsv.read_text().splitlines()[1:]]
+            began = time.perf_counter()
+            alone = [score_at(bundle, reference, f"{c}:{p}:{r}>{a}", window=window).delta for c, p, r, a in rows]
+            loop_s = time.perf_counter() - began
+            worst = max([worst] + [abs(a - b) for a, b in zip(batched, alone, strict=True)])
+            totals[0] += batch_s
+            totals[1] += loop_s
+            print(f"{len(rows):>5} {kind}: score-vcf {batch_s:7.1f} s, loop {loop_s:7.1f} s, "
+                  f"ratio {loop_s / batch_s:.1f}x")
+    print(f"all 1,000: score-vcf {totals[0]:7.1f} s, loop {totals[1]:7.1f} s, ratio {totals[1] / totals[0]:.1f}x "
+          f"(goal >= 3x); largest |delta difference| {worst:.1e}")
+
+
 def speculative_suite(repeats: int) -> None:
     """The bundled pair: target alone against target + draft, greedy and sampling, bp and token mode."""
     from ..model.manager import ModelManager
@@ -327,11 +378,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--suite", default="generation,scan,speculative",
-                        help="comma-separated: generation, scan, speculative")
+                        help="comma-separated: generation, scan, speculative, vcf")
     args = parser.parse_args(argv)
     suites = set(args.suite.split(","))
     if "scan" in suites:
         scan_suite(args.repeats)
+    if "vcf" in suites:
+        vcf_suite()
     if "speculative" in suites:
         speculative_suite(args.repeats)
     if "generation" not in suites:
