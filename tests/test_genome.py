@@ -12,7 +12,7 @@ from carbon_app.core.dna import read_fasta
 from carbon_app.errors import InputError
 from carbon_app.genome.coordinates import GenomicVariant, parse_genomic
 from carbon_app.genome.reference import Reference, configured_references
-from carbon_app.genome.scoring import score_at, score_batch
+from carbon_app.genome.scoring import describe_at, score_at, score_batch
 from carbon_app.genome.vcf import score_vcf
 from carbon_app.inference.score import score_variant
 
@@ -149,7 +149,9 @@ def test_a_vcf_batch_writes_every_record_in_order_with_its_delta_or_its_problem(
     assert summary.scored == sum(d is not None for r in records for d in r.info["CARBON_DELTA"])
     assert seen[-1] == (summary.alts, summary.alts) and all(a[0] <= a[1] for a in seen)
     rows = (tmp_path / "out.tsv").read_text().splitlines()
-    assert rows[0].split("\t") == ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message"]
+    assert rows[0].split("\t") == ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message",
+                                   "more_damaging_than"]
+    assert all(len(r.split("\t")) == 10 for r in rows)
     assert len(rows) == 1 + summary.alts + 1  # a row per ALT, and one for the line that is not a record
     assert [int(r.split("\t")[0]) for r in rows[1:]] == sorted(int(r.split("\t")[0]) for r in rows[1:])
     assert any("\tmalformed\tPOS 'abc' is not a position" in r for r in rows)
@@ -176,3 +178,32 @@ def test_the_batch_shares_windows_but_not_answers(compact, genome):
         for variant, outcome in zip(variants, batch, strict=True):
             alone = score_at(compact, reference, variant, window=WINDOW, strand_average=strand_average)
             assert outcome.delta == pytest.approx(alone.delta, abs=1e-4), (variant, strand_average)
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")
+def test_a_batchs_context_ranks_each_variant_as_a_single_score_does(compact, genome, tmp_path):
+    reference = Reference(genome)
+    near = [f"chr11\t{p}\t.\t{HBB[p - 1]}\t{'G' if HBB[p - 1] != 'G' else 'T'}\t.\t.\t." for p in (1200, 1204)]
+    _write_vcf(tmp_path / "near.vcf", [*near, "chr11\t1205\t.\t" + HBB[1204:1207] + "\t" + HBB[1204] + "\t.\t.\t."])
+    summary = score_vcf(compact, reference, tmp_path / "near.vcf", tmp_path / "out.vcf", tmp_path / "out.tsv",
+                        window=WINDOW, frames=2, context=4, strand_average=True)
+    assert summary.scored == 3
+    out = pysam.VariantFile(str(tmp_path / "out.vcf"))
+    assert "CARBON_CONTEXT" in out.header.info and "context=4" in str(out.header)
+    for record in out:
+        _, alone = describe_at(compact, reference, f"{record.chrom}:{record.pos}:{record.ref}>{record.alts[0]}",
+                               context=4, window=WINDOW, frames=2, strand_average=True)
+        assert record.info["CARBON_DELTA"][0] == pytest.approx(alone.score.delta, abs=1e-4)
+        assert record.info["CARBON_CONTEXT"][0] == pytest.approx(alone.context.more_damaging_than, abs=1e-3)
+        assert alone.context.count == (9 * 3 - 1 if len(record.ref) == 1 else 3 * (9 + 2))
+    rows = (tmp_path / "out.tsv").read_text().splitlines()[1:]
+    assert all(0 <= float(r.split("\t")[9]) <= 1 for r in rows)
+
+
+def test_a_consequence_at_coordinates_reads_the_exons_on_the_contig(compact, genome):
+    reference = Reference(genome)
+    scored, report = describe_at(compact, reference, "chr11:1206:A>T", cds="1187", window=WINDOW, frames=1)
+    assert str(report.consequence) == "missense p.Glu7Val (GAG>GTG)"
+    assert scored.delta == pytest.approx(score_at(compact, reference, "chr11:1206:A>T", window=WINDOW, frames=1).delta)
+    with pytest.raises(InputError, match="must lie within the 3,000-base sequence"):
+        describe_at(compact, reference, "chr11:1206:A>T", cds="1187..5000", window=WINDOW, frames=1)

@@ -17,6 +17,7 @@ from Bio import SeqIO
 from Bio.Seq import reverse_complement as _bio_reverse_complement
 
 from ..errors import InputError
+from .coding import CodingSequence
 
 BASES = "ATCG"
 BASE_INDEX = {base: i for i, base in enumerate(BASES)}
@@ -107,6 +108,7 @@ class FastaRecord:
     id: str
     description: str
     sequence: str
+    coding: CodingSequence | None = None  # a GenBank record's first CDS feature
 
 
 def is_record_text(text: str) -> bool:
@@ -153,4 +155,6 @@ def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA
     else:
         picked = records[0]
     sequence = clean_sequence(str(picked.seq), what=f"sequence of record '{picked.id}'")
-    return FastaRecord(id=picked.id, description=picked.description, sequence=sequence)
+    cds = [f for f in picked.features if f.type == "CDS"]
+    coding = CodingSequence.from_feature(cds[0]) if cds else None
+    return FastaRecord(id=picked.id, description=picked.description, sequence=sequence, coding=coding)

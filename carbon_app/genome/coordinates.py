@@ -103,9 +103,10 @@ class GenomeWindow:
         return f"{variant.pos - self.start}:{variant.ref}>{variant.alt}"
 
 
-def cut_window(reference: Reference, variant: GenomicVariant, span: int) -> GenomeWindow:
+def cut_window(reference: Reference, variant: GenomicVariant, span: int, extra: int = 0) -> GenomeWindow:
     """Bases around `variant` enough for any window of up to `span` bases centred on it (the engine then
-    centres its windows in them exactly as it would in the whole contig), with REF checked.
+    centres its windows in them exactly as it would in the whole contig), with REF checked; `extra`
+    more bases each side hold the windows of the substitutions a score's context ranks it among.
 
     Near a contig's end the window runs off it: the stretch stops there and the engine slides its
     windows inward, as it does at a sequence's end; the notes say so.
@@ -126,12 +127,12 @@ def cut_window(reference: Reference, variant: GenomicVariant, span: int) -> Geno
     # a whole span on each side: where one side is cut short by the contig's end, the engine slides its
     # windows the other way, as far as a span
     margin = span + len(variant.alt) + 1
-    start = max(0, variant.pos - 1 - margin)
-    bases = reference.fetch(contig, start, end0 + margin)
+    start = max(0, variant.pos - 1 - margin - extra)
+    bases = reference.fetch(contig, start, end0 + margin + extra)
     notes = []
     if start == 0 and variant.pos - 1 < margin:
         notes.append(f"the window runs off the start of {contig}: it is slid inward")
-    if start + len(bases) == length and length - end0 < margin:
+    if length - end0 < margin:
         notes.append(f"the window runs off the end of {contig}: it is slid inward")
     core = bases[max(0, variant.pos - 1 - start - span // 2): variant.pos - 1 - start + span // 2]
     unknown = core.count("N") / max(len(core), 1)

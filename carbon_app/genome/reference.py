@@ -70,6 +70,20 @@ class Reference:
             return self._fasta.fetch(contig, start, end).upper() if end > start else ""
 
 
+class ContigBases:
+    """One contig read base by base as a string is (`len`, `[i]`), for what needs a few bases anywhere on it,
+    such as the codons of a coding sequence that spans a gene's exons."""
+
+    def __init__(self, reference: Reference, contig: str):
+        self.reference, self.contig = reference, contig
+
+    def __len__(self) -> int:
+        return self.reference.lengths[self.contig]
+
+    def __getitem__(self, pos0: int) -> str:
+        return self.reference.fetch(self.contig, pos0, pos0 + 1)
+
+
 def configured_references(text: str | None = None) -> dict[str, Path]:
     """`CARBON_REFERENCES` (`NAME=PATH,NAME=PATH`) as {name: path}; each entry checked for its form."""
     text = os.environ.get("CARBON_REFERENCES", "") if text is None else text

@@ -10,28 +10,27 @@ deltas are the same.
 
 from __future__ import annotations
 
-import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.dna import BASES, reverse_complement
-from ..inference.scan import substitution_deltas
+from ..core.coding import CodingSequence
+from ..core.dna import BASES
+from ..inference.annotate import VariantReport, describe_variant
+from ..inference.context import ScoreContext, checked_radius, rank_in
+from ..inference.scan import mean_substitution_deltas
 from ..inference.score import (
     DEFAULT_WINDOW,
     VariantScore,
     _check_method,
     context_room_bases,
     resolve_frames,
-    score_variant,
 )
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, cut_window, parse_genomic
-from .reference import Reference
-
-_COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A"}
+from .reference import ContigBases, Reference
 
 
 @dataclass
@@ -73,13 +72,28 @@ def score_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVa
              window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
              region: str | None = None, method: str = "marginal", frames: int | None = None) -> GenomicScore:
     """Score one variant at genome coordinates (any form `parse_genomic` reads)."""
+    return describe_at(bundle, reference, variant, window=window, strand_average=strand_average, species=species,
+                       region=region, method=method, frames=frames)[0]
+
+
+def describe_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant, cds: str | None = None,
+                context=0, progress: Callable[[float], None] | None = None, window: int = DEFAULT_WINDOW,
+                strand_average: bool = False, species: str | None = None, region: str | None = None,
+                method: str = "marginal", frames: int | None = None) -> tuple[GenomicScore, VariantReport]:
+    """One variant at coordinates, scored, with its consequence when `cds` (in contig coordinates, as
+    `CodingSequence.parse` reads it) is given and its context when `context` > 0 bases either side."""
     var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant)
     frames = resolve_frames(bundle, frames)
+    radius = checked_radius(context)
     span = _span(bundle, window, frames, bundle.tags.prefix(species, region))
-    cut = cut_window(reference, var, span)
-    scored = score_variant(bundle, cut.bases, cut.local(var), window=window, strand_average=strand_average,
-                           species=species, region=region, method=method, frames=frames)
-    return GenomicScore(var, reference.name, cut.contig, cut.start, scored, cut.notes)
+    cut = cut_window(reference, var, span, extra=radius)
+    coding = CodingSequence.parse(cds, ContigBases(reference, cut.contig)) if cds and cds.strip() else None
+    report = describe_variant(bundle, cut.bases, cut.local(var), None, radius, progress, window=window,
+                              strand_average=strand_average, species=species, region=region, method=method,
+                              frames=frames)
+    if coding and len(var.ref) == len(var.alt) == 1:
+        report.consequence = coding.consequence(ContigBases(reference, cut.contig), var.pos - 1, var.alt)
+    return GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report
 
 
 @dataclass
@@ -90,23 +104,26 @@ class Outcome:
     problem: str | None = None  # a short code (VCF's CARBON_PROBLEM)
     message: str | None = None  # the sentence for a person
     notes: list[str] = field(default_factory=list)
+    context: ScoreContext | None = None  # the delta ranked among the substitutions near it, when asked
 
 
 def score_batch(bundle: ModelBundle, reference: Reference, variants: list[GenomicVariant],
                 window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
                 region: str | None = None, method: str = "marginal", frames: int | None = None,
-                progress: Callable[[int], None] | None = None) -> list[Outcome]:
+                context=0, progress: Callable[[int], None] | None = None) -> list[Outcome]:
     """An Outcome per variant, in order; a variant that cannot be scored is named, never fatal.
+    With `context` > 0 each delta is also ranked among the substitutions within that many bases.
     `progress(n)` is told each time n more variants are done."""
     _check_method(method)
     frames = resolve_frames(bundle, frames)
+    radius = checked_radius(context)
     prefix = bundle.tags.prefix(species, region)
     span = _span(bundle, window, frames, prefix)
     outcomes = [Outcome() for _ in variants]
     substitutions: dict[str, list[int]] = defaultdict(list)  # contig -> indices of variants
     for i, var in enumerate(variants):
         try:
-            cut = cut_window(reference, var, span)
+            cut = cut_window(reference, var, span, extra=radius)
         except VariantProblem as exc:
             outcomes[i] = Outcome(problem=exc.code, message=str(exc))
             _tell(progress, 1)
@@ -115,14 +132,15 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
         if len(var.ref) == 1 and len(var.alt) == 1:
             substitutions[cut.contig].append(i)
             continue
-        scored = score_variant(bundle, cut.bases, cut.local(var), window=window, strand_average=strand_average,
-                               species=species, region=region, method=method, frames=frames)
-        outcomes[i].delta = scored.delta
+        report = describe_variant(bundle, cut.bases, cut.local(var), context=radius, window=window,
+                                  strand_average=strand_average, species=species, region=region, method=method,
+                                  frames=frames)
+        outcomes[i].delta, outcomes[i].context = report.score.delta, report.context
         _tell(progress, 1)
     for contig, indices in substitutions.items():
-        for cluster in _clusters(sorted(indices, key=lambda i: variants[i].pos), variants, span):
+        for cluster in _clusters(sorted(indices, key=lambda i: variants[i].pos), variants, span + 2 * radius):
             _score_cluster(bundle, reference, contig, cluster, variants, outcomes, window, frames, prefix, method,
-                           strand_average, span)
+                           strand_average, span, radius)
             _tell(progress, len(cluster))
     return outcomes
 
@@ -144,27 +162,25 @@ def _clusters(indices: list[int], variants: list[GenomicVariant], span: int) -> 
 
 
 def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, window, frames, prefix, method,
-                   strand_average, span) -> None:
-    """The substitutions of one cluster from one stretch of genome, through the scan's shared windows."""
-    margin = span + 2  # as in cut_window: room for windows slid inward at a contig's end
+                   strand_average, span, radius) -> None:
+    """The substitutions of one cluster from one stretch of genome, through the scan's shared windows
+    (with a context radius, every substitution within it too, each scored once however many variants
+    rank against it)."""
+    margin = span + 2 + radius  # as in cut_window: room for windows slid inward at a contig's end
     start = max(0, variants[cluster[0]].pos - 1 - margin)
     bases = reference.fetch(contig, start, variants[cluster[-1]].pos + margin)
     wanted: dict[int, str] = defaultdict(str)  # position in `bases` -> alternates asked for there
     for i in cluster:
-        wanted[variants[i].pos - 1 - start] += variants[i].alt
+        pos = variants[i].pos - 1 - start
+        wanted[pos] += variants[i].alt
+        for near in range(max(0, pos - radius), min(len(bases), pos + radius + 1)) if radius else ():
+            wanted[near] = BASES
     positions = sorted(wanted)
-    row = {p: r for r, p in enumerate(positions)}
-    with warnings.catch_warnings():  # a base not asked for is NaN in every frame, by design
-        warnings.simplefilter("ignore", RuntimeWarning)
-        forward = np.nanmean(substitution_deltas(bundle, bases, positions, window, frames, prefix, method,
-                                                 alternates=wanted)[0], 0)
-        if strand_average:  # the same windows read from the other strand: positions mirrored, bases complemented
-            mirrored = {len(bases) - 1 - p: "".join(_COMPLEMENT[b] for b in alts) for p, alts in wanted.items()}
-            back = np.nanmean(substitution_deltas(bundle, reverse_complement(bases), sorted(mirrored), window, frames,
-                                                  prefix, method, alternates=mirrored)[0], 0)[::-1]
+    deltas = np.full((len(bases), 4), np.nan)
+    deltas[positions] = mean_substitution_deltas(bundle, bases, positions, window, frames, prefix, method, wanted,
+                                                 strand_average)
     for i in cluster:
-        r, alt = row[variants[i].pos - 1 - start], variants[i].alt
-        delta = forward[r, BASES.index(alt)]
-        if strand_average:
-            delta = (delta + back[r, BASES.index(_COMPLEMENT[alt])]) / 2
-        outcomes[i].delta = float(delta)
+        pos, alt = variants[i].pos - 1 - start, variants[i].alt
+        outcomes[i].delta = float(deltas[pos, BASES.index(alt)])
+        if radius:
+            outcomes[i].context = rank_in(deltas, 0, pos, 1, alt, outcomes[i].delta, radius)

@@ -25,17 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..inference.context import checked_radius
 from ..inference.score import DEFAULT_WINDOW, resolve_frames
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, _checked
 from .reference import Reference
 from .scoring import Outcome, score_batch
 
-DELTA, PROBLEM, UNSCORED = "CARBON_DELTA", "CARBON_PROBLEM", "CARBON_UNSCORED"
+DELTA, PROBLEM, UNSCORED, CONTEXT = "CARBON_DELTA", "CARBON_PROBLEM", "CARBON_UNSCORED", "CARBON_CONTEXT"
 CHUNK = 512  # records scored together: enough to share windows, little enough to keep memory flat
 WRONG_BUILD_SHARE = 0.2  # REF mismatches above this share (and at least 5) suggest the wrong genome build
 _BASES = re.compile(r"^[ACGTNacgtn]+$")
-TSV_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message"]
+TSV_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message", "more_damaging_than"]
 
 
 @dataclass
@@ -86,7 +87,8 @@ def _malformed(fields: list[str]) -> str | None:
     return None
 
 
-def _prepare(vcf_in: Path, clean: Path, settings: str) -> tuple[list[int], list[tuple[int, str]], int]:
+def _prepare(vcf_in: Path, clean: Path, settings: str, context: int
+             ) -> tuple[list[int], list[tuple[int, str]], int]:
     """Copy `vcf_in` to `clean` with the Carbon header lines added, contigs and INFO/FORMAT keys the records
     use but the header lacks declared (as htslib would assume them), and lines that are not records left out.
     Returns the line number of every record kept, (line, reason) of every line left out, and the number of
@@ -140,6 +142,9 @@ def _prepare(vcf_in: Path, clean: Path, settings: str) -> tuple[list[int], list[
         f'##FILTER=<ID={UNSCORED},Description="No ALT of this record could be scored (see {PROBLEM})">',
         f"##carbon_studio=<{settings}>",
     ]
+    if context:
+        added.insert(-2, f'##INFO=<ID={CONTEXT},Number=A,Type=Float,Description="Share of the possible substitutions '
+                         f'within {context} bases whose {DELTA} is higher: this ALT is more damaging than that share">')
     with open(clean, "w") as out, open(body) as rest:
         out.write("\n".join(header + added + [column_line]) + "\n")
         for line in rest:
@@ -191,20 +196,26 @@ def _writer(path: Path):
 def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
               tsv_out: str | Path | None = None, window: int = DEFAULT_WINDOW, strand_average: bool = False,
               species: str | None = None, region: str | None = None, method: str = "marginal",
-              frames: int | None = None, progress: Callable[[int, int], None] | None = None) -> VcfSummary:
+              frames: int | None = None, context: int = 0, progress: Callable[[int, int], None] | None = None
+              ) -> VcfSummary:
     """Score every ALT of every record of `vcf_in` against `reference`; write `vcf_out` (and `tsv_out`).
-    `progress(done, total)` follows the ALT alleles."""
+    With `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
+    CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles."""
     vcf_in, vcf_out = Path(vcf_in), Path(vcf_out)
     if not vcf_in.is_file():
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
     frames = resolve_frames(bundle, frames)
+    context = checked_radius(context)
     settings = (f"model={bundle.name},genome={reference.name},window={window},frames={frames},"
-                f"strand_average={strand_average},method={method},tags={bundle.tags.prefix(species, region) or 'none'}")
+                f"strand_average={strand_average},method={method},tags={bundle.tags.prefix(species, region) or 'none'}"
+                + (f",context={context}" if context else ""))
+    options = dict(window=window, strand_average=strand_average, species=species, region=region, method=method,
+                   frames=frames, context=context)
     began = time.perf_counter()
     summary = VcfSummary()
     with tempfile.TemporaryDirectory(dir=vcf_out.parent if vcf_out.parent.exists() else None) as tmp:
         clean = Path(tmp) / "input.vcf"
-        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings)
+        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings, context)
         pending_malformed = list(summary.malformed)
         done = 0
         tsv = open(tsv_out, "w") if tsv_out else None  # noqa: SIM115 (closed below, after the loop)
@@ -221,13 +232,11 @@ def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf
                     chunk.append((index, record))
                     if len(chunk) >= CHUNK:
                         done = _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary,
-                                      window, strand_average, species, region, method, frames, progress, done,
-                                      total_alts)
+                                      options, progress, done, total_alts)
                         chunk = []
                 if chunk:
                     done = _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary,
-                                  window, strand_average, species, region, method, frames, progress, done,
-                                  total_alts)
+                                  options, progress, done, total_alts)
                 if not header_written:  # no record at all: the header alone
                     import pysam
 
@@ -235,7 +244,7 @@ def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf
                         write(str(empty.header))
             if tsv:
                 for line, reason in pending_malformed:
-                    tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\t{reason}\n")
+                    tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\t{reason}\t\n")
         finally:
             if tsv:
                 tsv.close()
@@ -251,8 +260,8 @@ def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf
     return summary
 
 
-def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary, window, strand_average,
-           species, region, method, frames, progress, done, total) -> int:
+def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary, options, progress, done,
+           total) -> int:
     """Score one chunk of records and write them (and their TSV rows, with any malformed lines before
     them), in order."""
     jobs: list[tuple[int, int, GenomicVariant | VariantProblem]] = []  # (chunk row, alt index, variant or problem)
@@ -274,8 +283,7 @@ def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, sum
         if progress:
             progress(done, total)
 
-    scored = iter(score_batch(bundle, reference, variants, window, strand_average, species, region, method, frames,
-                              progress=step))
+    scored = iter(score_batch(bundle, reference, variants, progress=step, **options))
     outcome: dict[tuple[int, int], Outcome] = {}
     for row, a, job in jobs:
         if isinstance(job, VariantProblem):
@@ -288,11 +296,11 @@ def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, sum
         while pending_malformed and pending_malformed[0][0] < line:
             bad, reason = pending_malformed.pop(0)
             if tsv:
-                tsv.write(f"{bad}\t\t\t\t\t\t\tmalformed\t{reason}\n")
+                tsv.write(f"{bad}\t\t\t\t\t\t\tmalformed\t{reason}\t\n")
         if isinstance(record, Exception):  # pysam could not read it after all: named, the batch goes on
             summary.malformed.append((line, f"cannot be read as a VCF record ({record})"))
             if tsv:
-                tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\tcannot be read as a VCF record ({record})\n")
+                tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\tcannot be read as a VCF record ({record})\t\n")
             continue
         results = [outcome[(row, a)] for a in range(len(record.alts or ()))]
         summary.saw(record.chrom, record.pos)
@@ -309,11 +317,15 @@ def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, sum
                 record.info[PROBLEM] = tuple(r.problem or "." for r in results)
             if all(r.delta is None for r in results):
                 record.filter.add(UNSCORED)
+            if options["context"]:
+                record.info[CONTEXT] = tuple(None if r.context is None else round(r.context.more_damaging_than, 4)
+                                             for r in results)
         write(str(record))
         if tsv:
             for alt, result in zip(record.alts or (), results, strict=True):
                 delta = "" if result.delta is None else f"{result.delta:.6f}"
                 note = result.message or "; ".join(result.notes)
+                ranked = "" if result.context is None else f"{result.context.more_damaging_than:.4f}"
                 tsv.write("\t".join(map(str, [line, record.chrom, record.pos, record.id or ".", record.ref, alt,
-                                              delta, result.problem or "", note])) + "\n")
+                                              delta, result.problem or "", note, ranked])) + "\n")
     return done

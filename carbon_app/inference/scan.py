@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.dna import BASES, clean_sequence, mask_from_template
+from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
 from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
@@ -169,6 +169,33 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
         if i == 0:
             ll_ref, prompt_text = ll, text
     return frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size
+
+
+_COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A"}
+
+
+def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int], window: int, frames: int,
+                             prefix: str, method: str, alternates: dict[int, str] | None = None,
+                             strand_average: bool = False, progress: Callable[[float], None] | None = None
+                             ) -> np.ndarray:
+    """[len(positions), 4] deltas (A T C G columns) of the substitutions at `positions` (0-based, sorted),
+    each the mean over its frames and, with `strand_average`, over both strands: the reverse complement
+    read in the same windows, positions mirrored and bases complemented, as `score_variant` reads it."""
+    with warnings.catch_warnings():  # a base not asked for is NaN in every frame, by design
+        warnings.simplefilter("ignore", RuntimeWarning)
+        share = 0.5 if strand_average else 1.0
+        forward = np.nanmean(substitution_deltas(
+            bundle, seq, positions, window, frames, prefix, method,
+            progress=progress and (lambda done: progress(share * done)), alternates=alternates)[0], 0)
+        if not strand_average:
+            return forward
+        mirrored = {len(seq) - 1 - p: "".join(_COMPLEMENT[b] for b in (alternates or {}).get(p, BASES))
+                    for p in positions}
+        back = np.nanmean(substitution_deltas(
+            bundle, reverse_complement(seq), sorted(mirrored), window, frames, prefix, method,
+            progress=progress and (lambda done: progress(0.5 + 0.5 * done)), alternates=mirrored)[0], 0)[::-1]
+    complement_columns = [BASES.index(_COMPLEMENT[b]) for b in BASES]
+    return (forward + back[:, complement_columns]) / 2
 
 
 @torch.inference_mode()

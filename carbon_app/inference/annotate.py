@@ -1,0 +1,58 @@
+"""One variant, described as a biologist reads it: its delta, its consequence for a protein, its context.
+
+The delta comes from `score_variant`; when a coding sequence is known the
+substitution's consequence is named (synonymous, missense p.Glu7Val, ...);
+with a context radius the delta is ranked among every possible substitution
+that close (`context.score_context`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core.coding import CodingSequence, Consequence
+from ..model.bundle import ModelBundle
+from .context import ScoreContext, score_context
+from .score import Variant, VariantScore, score_variant
+
+SCAN_OPTIONS = ("window", "species", "region", "method", "frames")
+
+
+@dataclass
+class VariantReport:
+    score: VariantScore
+    consequence: Consequence | None = None
+    context: ScoreContext | None = None
+
+    def to_dict(self) -> dict:
+        data = self.score.to_dict()
+        if self.consequence:
+            data["consequence"] = {"kind": self.consequence.kind, "protein_change": self.consequence.protein_change,
+                                   "ref_codon": self.consequence.ref_codon, "alt_codon": self.consequence.alt_codon}
+        if self.context:
+            data["context"] = self.context.to_dict()
+        return data
+
+
+def consequence_of(coding: CodingSequence | None, sequence, variant: Variant, offset: int = 0) -> Consequence | None:
+    """A substitution's consequence in `coding` (positions in `sequence`; the variant `offset` bases into it),
+    or None where there is no coding sequence or the variant is not a single-base substitution."""
+    if coding is None or len(variant.ref) != 1 or len(variant.alt) != 1:
+        return None
+    return coding.consequence(sequence, offset + variant.pos - 1, variant.alt)
+
+
+def describe_variant(bundle: ModelBundle, sequence: str, variant: str | Variant, coding: CodingSequence | None = None,
+                     context: int = 0, progress: Callable[[float], None] | None = None,
+                     strand_average: bool = False, **options) -> VariantReport:
+    """`score_variant`, with the consequence where `coding` is given and the context when `context` > 0
+    (bases either side; ranked with the same window, tags, method and frames)."""
+    scored = score_variant(bundle, sequence, variant, strand_average=strand_average, **options)
+    report = VariantReport(scored, consequence_of(coding, sequence, scored.variant))
+    if context:
+        var = scored.variant
+        scan_options = {key: value for key, value in options.items() if key in SCAN_OPTIONS}
+        report.context = score_context(bundle, sequence, var.pos, len(var.ref), var.alt, scored.delta, context,
+                                       strand_average=strand_average, progress=progress, **scan_options)
+    return report

@@ -1,0 +1,107 @@
+"""Coding consequences (synonymous / missense / stop-gain ...) and a delta's rank among its neighbours."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from Bio import SeqIO
+from Bio.Seq import Seq
+from Bio.SeqFeature import CompoundLocation, SeqFeature, SimpleLocation
+from Bio.SeqRecord import SeqRecord
+
+from carbon_app.assets import ASSETS
+from carbon_app.core.coding import CodingSequence
+from carbon_app.core.dna import read_fasta, reverse_complement
+from carbon_app.errors import InputError
+from carbon_app.inference.annotate import describe_variant
+from carbon_app.inference.context import rank_in, score_context
+from carbon_app.inference.scan import scan_substitutions
+
+#            M  A  W  K  *   then 3' flank
+GENE = "GGGATGGCTTGGAAATAACCC"
+
+
+def test_each_class_of_substitution_is_named_with_its_amino_acids():
+    cds = CodingSequence.parse("4", GENE)  # a bare start reads on to the first stop
+    assert len(cds.positions) == 15
+    called = {(pos, alt): cds.consequence(GENE, pos - 1, alt) for pos, alt in
+              [(4, "C"), (9, "C"), (8, "G"), (11, "A"), (16, "C"), (2, "T"), (20, "A")]}
+    assert [(c.kind, c.protein_change) for c in called.values()] == [
+        ("start-loss", "p.Met1Leu"), ("synonymous", "p.Ala2="), ("missense", "p.Ala2Gly"),
+        ("stop-gain", "p.Trp3Ter"), ("stop-loss", "p.Ter5Gln"), ("non-coding", ""), ("non-coding", "")]
+    assert str(called[(11, "A")]) == "stop-gain p.Trp3Ter (TGG>TAG)"
+
+
+def test_the_minus_strand_and_exons_read_as_the_gene_reads():
+    minus = reverse_complement(GENE)  # the same gene on the other strand
+    cds = CodingSequence.parse(f"complement({len(GENE) - 18 + 1}..{len(GENE) - 3})", minus)
+    mirrored = len(GENE) - 11  # GENE's position 11 (TGG's middle G), 0-based on the minus copy
+    assert cds.consequence(minus, mirrored, "T").protein_change == "p.Trp3Ter"  # G>A on the coding strand
+    # the same gene split by an intron: exons 4..9 and 20..31
+    split = GENE[:9] + "GTAAGTTTTAG" + GENE[9:]
+    exons = CodingSequence.parse("4..9,21..29", split)
+    assert exons.consequence(split, 21, "A").protein_change == "p.Trp3Ter"  # first base after the intron + 1
+    assert exons.consequence(split, 12, "C").kind == "non-coding"  # in the intron
+
+
+def test_a_genbank_records_cds_feature_is_its_coding_sequence(tmp_path):
+    split = GENE[:9] + "GTAAGTTTTAG" + GENE[9:]
+    record = SeqRecord(Seq(split), id="toy", name="toy", annotations={"molecule_type": "DNA"})
+    location = CompoundLocation([SimpleLocation(3, 9, strand=1), SimpleLocation(20, 29, strand=1)])
+    record.features.append(SeqFeature(location, type="CDS", qualifiers={"gene": ["toy1"]}))
+    path = tmp_path / "toy.gb"
+    SeqIO.write(record, path, "genbank")
+    coding = read_fasta(path).coding
+    assert coding is not None and "toy1" in coding.description
+    assert coding.consequence(split, 21, "A").protein_change == "p.Trp3Ter"
+
+
+def test_hbb_sickle_cell_is_glu7val():
+    examples = json.loads((ASSETS / "examples" / "hbb.json").read_text())
+    hbb = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
+    cds = CodingSequence.parse(str(examples["hbb_coding_start"]), hbb)
+    assert str(cds.consequence(hbb, 1206 - 1, "T")) == "missense p.Glu7Val (GAG>GTG)"
+    assert cds.consequence(hbb, 1205 - 1, "A").protein_change == "p.Glu7Lys"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("abc", "is not a start or exon ranges"), ("4..9,21", "mixes a bare start"),
+    ("4..90", "must lie within the 21-base sequence"), ("0", "must lie within"), ("9..4", "first <= last")])
+def test_a_bad_coding_sequence_is_named(text, message):
+    with pytest.raises(InputError, match=message):
+        CodingSequence.parse(text, GENE)
+
+
+def test_rank_counts_the_others_and_leaves_the_variant_out():
+    deltas = np.full((5, 4), np.nan)
+    deltas[:, 1:] = np.arange(15, dtype=float).reshape(5, 3) * -0.1  # 15 substitutions, 0 to -1.4
+    # columns A T C G; rows are 0-based positions 10..14; the variant: position 12 to C (its own -0.7)
+    ranked = rank_in(deltas, 10, 12, 1, "C", -0.55, radius=1)  # positions 11..13: 9 substitutions
+    assert ranked.count == 8 and (ranked.start, ranked.end) == (12, 14)
+    # others: -0.3 -0.4 -0.5 -0.6 -0.8 -0.9 -1.0 -1.1: three are higher than -0.55
+    assert ranked.more_damaging_than == pytest.approx(3 / 8)
+    assert ranked.sentence() == "more damaging than 38% of the 8 possible substitutions within 1 base"
+
+
+SEQ = "".join(random.Random(9).choice("ACGT") for _ in range(160))
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")
+def test_a_variants_context_is_the_scan_around_it(compact):
+    ref = SEQ[79]
+    alt = "A" if ref != "A" else "C"
+    report = describe_variant(compact, SEQ, f"80:{ref}>{alt}", CodingSequence.parse("2", SEQ), context=6,
+                              window=90, frames=2)
+    scan = scan_substitutions(compact, SEQ, 74, 86, window=90, frames=2)
+    own = scan.deltas[6, "ATCG".index(alt)]
+    assert report.score.delta == pytest.approx(own, abs=1e-4)  # the same windows
+    others = [d for pos, _, a, d in scan.rows() if (pos, a) != (80, alt)]
+    assert report.context.count == len(others) == 38
+    assert report.context.more_damaging_than == pytest.approx(np.mean([d > report.score.delta for d in others]))
+    assert report.consequence is not None and report.consequence.codon == 27
+    assert report.to_dict()["context"]["substitutions"] == 38
+    with pytest.raises(InputError, match="the context"):
+        score_context(compact, SEQ, 80, 1, alt, 0.0, -3)
