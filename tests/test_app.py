@@ -88,7 +88,7 @@ def test_speculative_toggle_gives_the_same_greedy_output(client):
 def test_score_variant_api_matches_the_engine(client, demo):
     sickle = HBB["variants"][0]["variant"]
     out = client.predict("carbon-demo", "none", "none", hbb_sequence(), None, sickle, "", 1500, True, "marginal",
-                         api_name="/score_variant")
+                         "none", "", 0, api_name="/score_variant")
     expected = score_variant(demo, hbb_sequence(), sickle, window=1500, strand_average=True)
     assert out[-1]["delta"] == pytest.approx(expected.delta, abs=1e-4)
     assert "delta = LL(alt) − LL(ref)" in out[0] and "Research use only" in out[0]
@@ -96,7 +96,7 @@ def test_score_variant_api_matches_the_engine(client, demo):
 
 def test_scan_api_matches_the_engine(client, demo):
     start, end = HBB["scan_region"][0], HBB["scan_region"][0] + 29
-    out = client.predict("carbon-demo", "none", "none", hbb_sequence(), None, start, end, 1500, "marginal",
+    out = client.predict("carbon-demo", "none", "none", hbb_sequence(), None, start, end, 1500, "marginal", "",
                          api_name="/scan")
     expected = scan_substitutions(demo, hbb_sequence(), start, end, window=1500)
     assert len(out[-1]["rows"]) == 90
@@ -114,9 +114,18 @@ def test_models_api(client):
      "mask has 3 positions"),
     ("/generate", ("/etc", "none", "none", "ACGT", None, 10, "", "bp", 0.9, 0, 1.0, 0, 1, False),
      "'/etc' is not one of this server's models"),  # the service refuses paths, naming the field's value
-    ("/score_variant", ("carbon-demo", "none", "none", "ACGTACGT", None, "3:A>G", "", 100, False, "marginal"),
-     "has 'G' at position 3"),
-    ("/scan", ("carbon-demo", "none", "none", "ACGTACGT", None, 5, 50, 100, "marginal"), "within the 8-base"),
+    ("/score_variant", ("carbon-demo", "none", "none", "ACGTACGT", None, "3:A>G", "", 100, False, "marginal", "none",
+                        "", 0), "has 'G' at position 3"),
+    ("/score_variant", ("carbon-demo", "none", "none", "", None, "chr1:3:A>G", "", 100, False, "marginal", "GRCh99",
+                        "", 0), "'GRCh99' is not one of this server's genomes"),
+    ("/score_variant", ("carbon-demo", "none", "none", "ACGTACGT", None, "chr1:3:A>G", "", 100, False, "marginal",
+                        "HBB-locus-demo", "", 0), "clear the pasted sequence"),
+    ("/score_variant", ("carbon-demo", "none", "none", "", None, "HUMHBB_61001-64000:1206:A>T", "", 100, False,
+                        "marginal", "HBB-locus-demo", "", 5000), "at most 999"),
+    ("/score_variant", ("carbon-demo", "none", "none", "ACGTACGT", None, "3:G>A", "", 100, False, "marginal", "none",
+                        "2..99", 0), "must lie within the 8-base sequence"),
+    ("/scan", ("carbon-demo", "none", "none", "ACGTACGT", None, 5, 50, 100, "marginal", ""), "within the 8-base"),
+    ("/score_vcf", ("carbon-demo", "none", "none", "HBB-locus-demo", None, 600, False, "marginal", 0), "upload a VCF"),
 ])
 def test_bad_input_gets_a_specific_message(client, api, args, message):
     from gradio_client.exceptions import AppError
@@ -128,7 +137,7 @@ def test_bad_input_gets_a_specific_message(client, api, args, message):
 _DESIGN = dict(model="carbon-demo", species="none", region="none", prompt="ACGTAC", upload=None, n_bases=12, mask="",
                mode="bp", temperature=0.9, top_k=0, top_p=1.0, seed=0, samples=1, speculative=False)
 _SCAN = dict(model="carbon-demo", species="none", region="none", sequence="ACGTACGTAC", upload=None, start=2, end=4,
-             window=100, method="marginal")
+             window=100, method="marginal", cds="")
 
 
 @pytest.mark.parametrize("api, fields, message", [
@@ -178,7 +187,7 @@ def test_number_fields_at_their_limits_are_served(client):
                            "seed": 2**63 - 1}.values(), api_name="/generate")
     assert len(out[-1]["sequences"][0]) == 1
     variant = client.predict("carbon-demo", "none", "none", "ACGTACGTAC", None, "3:G>A", "", 1, False, "marginal",
-                             api_name="/score_variant")
+                             "none", "", 0, api_name="/score_variant")
     assert variant[-1]["frame_bases"] >= 1
 
 
@@ -204,12 +213,14 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.screenshot(path=str(tmp_path / "design.png"), full_page=True)
 
         page.get_by_role("tab", name="Variant").click()
-        variant_box = page.get_by_label("Variant, 1-based (POS:REF>ALT: 120:A>G, 57:AT>A, 88:C>CTT)", exact=True)
+        variant_box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
         variant_box.fill(HBB["variants"][0]["variant"])
-        page.get_by_label("Reference sequence (bases or FASTA)", exact=True).fill(hbb_sequence())
+        page.get_by_label("Reference sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence())
         page.get_by_label("Window (bases, centred on the variant)", exact=True).fill("1500")
+        page.get_by_label("Context (bases either side, 0 = off)", exact=True).first.fill("3")
         page.get_by_role("button", name="Score variant").click()
         page.get_by_text("delta = LL(alt)").first.wait_for(timeout=60_000)
+        page.get_by_text("possible substitutions within 3 bases").first.wait_for(timeout=10_000)
         page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
         variant_box.fill("1206:G>A")
         page.get_by_role("button", name="Score variant").click()
@@ -217,12 +228,20 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.screenshot(path=str(tmp_path / "variant_error.png"), full_page=True)
 
         page.get_by_role("tab", name="Mutation scan").click()
-        page.get_by_label("Sequence (bases or FASTA)", exact=True).fill(hbb_sequence()[1100:1400])
+        page.get_by_label("Sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence()[1100:1400])
         page.get_by_label("Region start (1-based)", exact=True).fill("80")
         page.get_by_label("Region end", exact=True).fill("110")
         page.get_by_role("button", name="Scan every substitution").click()
         page.get_by_text("substitutions scored").first.wait_for(timeout=60_000)
         page.screenshot(path=str(tmp_path / "scan.png"), full_page=True)
+
+        page.get_by_role("tab", name="VCF batch").click()
+        page.locator("input[type=file][accept*='.vcf']").set_input_files(str(REPO / "assets" / "examples" / HBB["vcf"]))
+        page.get_by_label("Window (bases)", exact=True).first.fill("300")
+        page.get_by_role("button", name="Score VCF").click()
+        page.get_by_text("7 records, 8 ALT alleles: 7 scored").first.wait_for(timeout=60_000)
+        page.get_by_text("REF_mismatch").first.wait_for(timeout=10_000)
+        page.screenshot(path=str(tmp_path / "vcf.png"), full_page=True)
 
         page.get_by_role("tab", name="Models").click()
         page.get_by_text("drafts with").first.wait_for(timeout=30_000)
@@ -467,3 +486,80 @@ def test_the_bundled_example_is_served(server):
     url = f"{server}gradio_api/file={REPO / 'assets' / 'examples' / 'hbb.fa'}"
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.read().startswith(b">")
+
+
+def test_a_variant_at_coordinates_says_its_consequence_context_and_link(client, demo):
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.scoring import describe_at
+
+    sickle = f"{HBB['genome_contig']}:{HBB['variants'][0]['variant']}"
+    out = client.predict(model="carbon-demo", species="none", region="none", reference="", upload=None, change=sickle,
+                         alternate="", window=300, strand=False, method="marginal", genome="HBB-locus-demo",
+                         cds=HBB["hbb_cds"], context=3, api_name="/score_variant")
+    _, expected = describe_at(demo, Reference(REPO / "assets" / "examples" / "hbb.fa"), sickle, HBB["hbb_cds"], 3,
+                              window=300)
+    assert out[-1]["delta"] == pytest.approx(expected.score.delta, abs=1e-4)
+    assert out[-1]["context"]["more_damaging_than"] == pytest.approx(expected.context.more_damaging_than)
+    assert "**Consequence:** missense p.Glu7Val (GAG>GTG)" in out[0]
+    assert "of the 20 possible substitutions within 3 bases" in out[0]
+    assert "?genome=HBB-locus-demo&variant=HUMHBB_61001-64000%3A1206%3AA%3ET&model=carbon-demo&window=300" in out[5]
+
+
+def test_a_vcf_upload_comes_back_annotated_with_a_table_and_a_plot(client, demo):
+    import pysam
+    from gradio_client import handle_file
+
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.scoring import score_at
+
+    summary, plot, table, files = client.predict(
+        "carbon-demo", "none", "none", "HBB-locus-demo", handle_file(str(REPO / "assets" / "examples" / HBB["vcf"])),
+        300, False, "marginal", 0, api_name="/score_vcf")
+    assert "7 records, 8 ALT alleles: 7 scored" in summary and "1 not scored: REF_mismatch" in summary
+    rows = table["data"]
+    assert [r[3] for r in rows] == ["HbC", "HbS", "HbS", "HbE", "IVS-I-1", "IVS-I-110", "codon39", "wrong_ref"]
+    assert rows[-1][6] is None and rows[-1][8] == "REF_mismatch"
+    reference = Reference(REPO / "assets" / "examples" / "hbb.fa")
+    for row in rows[:-1]:
+        alone = score_at(demo, reference, f"{row[1]}:{row[2]}:{row[4]}>{row[5]}", window=300)
+        assert row[6] == pytest.approx(alone.delta, abs=1e-4)
+    vcf = next(f for f in files if f.endswith(".vcf.gz"))
+    records = list(pysam.VariantFile(vcf))
+    assert len(records) == 7 and records[1].info["CARBON_DELTA"][1] == pytest.approx(rows[2][6], abs=1e-5)
+    assert records[0].info["NOTE"].startswith("HBB_c.19G>A")  # the input's own INFO passes through
+    assert plot is not None
+
+
+def test_a_scan_with_a_coding_sequence_names_each_consequence(client):
+    start = HBB["scan_region"][0]
+    out = client.predict("carbon-demo", "none", "none", hbb_sequence(), None, start, start + 8, 300, "marginal",
+                         HBB["hbb_cds"], api_name="/scan")
+    rows = out[-1]["rows"]
+    assert len(rows) == 27 and rows[0][:3] == [start, "A", "C"] and rows[0][4] == "start-loss p.Met1Leu (ATG>CTG)"
+    assert "| synonymous |" in out[2] and "| missense |" in out[2]
+    assert out[1] is not None
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(server):
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
+
+    query = urlencode({"genome": "HBB-locus-demo", "variant": f"{HBB['genome_contig']}:1206:A>T", "window": 300,
+                       "cds": HBB["hbb_cds"], "context": 0})
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page.goto(f"{server}?{query}")
+        page.get_by_text("missense p.Glu7Val").first.wait_for(timeout=60_000)
+        box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
+        assert box.input_value() == f"{HBB['genome_contig']}:1206:A>T"
+        link = page.get_by_role("link", name="Link to this result")
+        assert query.split("&cds")[0].replace("window=300", "") in link.get_attribute("href").replace(
+            "&model=carbon-demo", "").replace("window=300", "")
+        assert link.get_attribute("href").startswith(server)
+        browser.close()

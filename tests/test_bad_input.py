@@ -127,7 +127,7 @@ def test_variant_and_alternate_together_or_neither_are_refused(service):
 
 
 def test_a_reference_longer_than_the_context_is_scored_in_a_window_that_the_result_names(service):
-    scored = service.score("carbon-demo", "ACGT" * 1000, "2000:T>A", None, window=4000)
+    scored = service.score("carbon-demo", "ACGT" * 1000, "2000:T>A", None, window=4000).score
     assert scored.frame_bases <= 1536  # what one pass of the model reads
     assert scored.window_end - scored.window_start + 1 == scored.frame_bases + 5  # the span of the six frames
     assert scored.window_start <= 2000 <= scored.window_end

@@ -61,8 +61,8 @@ def test_running_out_of_memory_mid_request_is_a_message_and_the_model_keeps_work
     bundle = service.model("carbon-demo")
     run = {
         "design": lambda: _design(service).sequences,
-        "score": lambda: service.score("carbon-demo", HBB_LIKE, "20:A>T", None, window=90).delta,
-        "scan": lambda: [row[3] for row in service.scan("carbon-demo", HBB_LIKE, 10, 20, window=90).rows()],
+        "score": lambda: service.score("carbon-demo", HBB_LIKE, "20:A>T", None, window=90).score.delta,
+        "scan": lambda: [row[3] for row in service.scan("carbon-demo", HBB_LIKE, 10, 20, window=90)[0].rows()],
     }[request_kind]
     before = run()
     handle = bundle.model.model.layers[0].mlp.down_proj.register_forward_pre_hook(_fail_with(error))

@@ -207,3 +207,18 @@ def test_a_consequence_at_coordinates_reads_the_exons_on_the_contig(compact, gen
     assert scored.delta == pytest.approx(score_at(compact, reference, "chr11:1206:A>T", window=WINDOW, frames=1).delta)
     with pytest.raises(InputError, match="must lie within the 3,000-base sequence"):
         describe_at(compact, reference, "chr11:1206:A>T", cds="1187..5000", window=WINDOW, frames=1)
+
+
+def test_the_server_refuses_a_vcf_over_its_limit_before_any_work(tmp_path):
+    from carbon_app.app.service import DEMO_GENOME, AppConfig, Service
+    from carbon_app.model.manager import ModelManager
+
+    config = AppConfig(models=["carbon-demo"], output_dir=tmp_path, max_vcf_alts=3,
+                       genomes={DEMO_GENOME: ASSETS / "examples" / "hbb.fa"})
+    manager = ModelManager(device="cpu")
+    service = Service(manager, config)
+    with pytest.raises(InputError, match="holds 8 ALT alleles; this server scores at most 3 .*score-vcf.* no limit"):
+        service.score_vcf("carbon-demo", DEMO_GENOME, str(ASSETS / "examples" / "hbb_variants.vcf"))
+    assert manager.loaded() == []  # refused before loading anything
+    with pytest.raises(InputError, match="choose the genome"):
+        service.score_vcf("carbon-demo", "none", str(ASSETS / "examples" / "hbb_variants.vcf"))

@@ -56,6 +56,12 @@ def _add_scoring_args(parser: argparse.ArgumentParser) -> None:
                         help="marginal: reference FNS per-base score; chain: exact per-base split")
 
 
+def _add_cds_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cds", help="the coding sequence, to name each substitution's consequence: a start (51), "
+                        "exons (51..142,273..495) or complement(...), 1-based in the sequence or contig "
+                        "(default: a GenBank file's CDS feature)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m carbon_app", description="Design and score DNA with Carbon models.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -77,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--variant", help="POS:REF>ALT, 1-based (120:A>G, 57:AT>A, 88:C>CTT); "
                        "without it the whole sequence is scored")
     score.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
+    score.add_argument("--context", type=int, default=0, help="rank the delta among every substitution within this "
+                       "many bases either side (default 0: off)")
+    _add_cds_arg(score)
 
     vcf = commands.add_parser("score-vcf", help="score every ALT of a VCF against a reference genome")
     _add_model_args(vcf)
@@ -85,12 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     vcf.add_argument("--out", required=True, help="the scored VCF to write (.vcf, or .vcf.gz for bgzip)")
     vcf.add_argument("--tsv", help="also a table: line, chrom, pos, id, ref, alt, delta, problem, message")
     vcf.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
+    vcf.add_argument("--context", type=int, default=0, help="also rank each ALT among every substitution within "
+                     "this many bases (INFO CARBON_CONTEXT; default 0: off)")
     _add_scoring_args(vcf)
 
     scan = commands.add_parser("scan", help="score every single-base substitution of a region")
     _add_reference_args(scan)
     scan.add_argument("--start", type=int, required=True, help="first position of the region (1-based)")
     scan.add_argument("--end", type=int, required=True, help="last position of the region (inclusive)")
+    _add_cds_arg(scan)
 
     tok = commands.add_parser("tokenize", help="show the token ids of a prompt string")
     _add_model_args(tok)
@@ -140,34 +152,58 @@ def _reference(args) -> str:
     return args.sequence
 
 
+def _coding(args, sequence: str):
+    """The coding sequence --cds names, else a GenBank record's own CDS feature, else None."""
+    from ..core.coding import CodingSequence
+    from ..core.dna import read_fasta
+
+    if args.cds:
+        return CodingSequence.parse(args.cds, sequence)
+    return read_fasta(args.fasta, args.record).coding if args.fasta else None
+
+
+def _print_variant(name: str, report, window: str, notes=()) -> None:
+    s = report.score
+    verdict = ("no clear effect: the 6-mer frames disagree on its sign" if s.direction == "unclear"
+               else f"the alternate is {s.direction} likely than the reference under the model")
+    print(f"{name}: delta = LL(alt) - LL(ref) = {s.delta:+.4f} ({verdict}); frames {min(s.frame_deltas):+.4f} to "
+          f"{max(s.frame_deltas):+.4f}; window {window}")
+    if report.consequence:
+        print(f"consequence: {report.consequence}")
+    if report.context:
+        print(f"context: {report.context.sentence()}")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
 def _score(args) -> dict:
-    from ..inference.score import score_sequence, score_variant
+    from ..inference.annotate import describe_variant
+    from ..inference.score import score_sequence
 
     if getattr(args, "reference", None):
         return _score_at(args)
     sequence = _reference(args)
     bundle = _bundle(args)
     if args.variant is None:
+        if args.cds or args.context:
+            raise InputError("--cds and --context describe a variant: give --variant too")
         scored = score_sequence(bundle, sequence, args.species, args.region, args.method)
         data = {"total_logprob": scored.total, "mean_logprob": scored.mean, "logprobs": scored.logprobs.tolist(),
                 "method": scored.method, "prompt_text": scored.prompt_text, "prompt_ids": scored.prompt_ids}
         if not args.json:
             print(f"LL = {scored.total:.4f} over {len(scored.sequence)} bases (mean {scored.mean:.4f} per base)")
         return data
-    scored = score_variant(bundle, sequence, args.variant, args.window, args.strand_average,
-                           args.species, args.region, args.method, args.frames)
+    report = describe_variant(bundle, sequence, args.variant, _coding(args, sequence), args.context,
+                              window=args.window, strand_average=args.strand_average, species=args.species,
+                              region=args.region, method=args.method, frames=args.frames)
     if not args.json:
-        verdict = ("no clear effect: the 6-mer frames disagree on its sign" if scored.direction == "unclear"
-                   else f"the alternate is {scored.direction} likely than the reference under the model")
-        print(f"{scored.variant}: delta = LL(alt) - LL(ref) = {scored.delta:+.4f} ({verdict}); "
-              f"frames {min(scored.frame_deltas):+.4f} to {max(scored.frame_deltas):+.4f}; "
-              f"window {scored.window_start}-{scored.window_end}")
-    return {**scored.to_dict(), "model_quality": bundle.quality}
+        _print_variant(str(report.score.variant), report, f"{report.score.window_start}-{report.score.window_end}")
+    return {**report.to_dict(), "model_quality": bundle.quality}
 
 
 def _score_at(args) -> dict:
     from ..genome.reference import Reference
-    from ..genome.scoring import score_at
+    from ..genome.scoring import describe_at
 
     if not args.variant:
         raise InputError("with --reference, give --variant at genome coordinates, e.g. chr17:41245466:G>A")
@@ -175,18 +211,14 @@ def _score_at(args) -> dict:
         raise InputError("--record only applies with --fasta")
     reference = Reference(args.reference)
     bundle = _bundle(args)
-    scored = score_at(bundle, reference, args.variant, args.window, args.strand_average, args.species, args.region,
-                      args.method, args.frames)
+    scored, report = describe_at(bundle, reference, args.variant, args.cds, args.context, window=args.window,
+                                 strand_average=args.strand_average, species=args.species, region=args.region,
+                                 method=args.method, frames=args.frames)
     if not args.json:
-        s = scored.score
-        verdict = ("no clear effect: the 6-mer frames disagree on its sign" if s.direction == "unclear"
-                   else f"the alternate is {s.direction} likely than the reference under the model")
-        print(f"{scored.variant} ({reference.name}): delta = LL(alt) - LL(ref) = {s.delta:+.4f} ({verdict}); "
-              f"frames {min(s.frame_deltas):+.4f} to {max(s.frame_deltas):+.4f}; window "
-              f"{scored.contig}:{scored.window_start}-{scored.window_end}")
-        for note in scored.notes:
-            print(f"note: {note}", file=sys.stderr)
-    return {**scored.to_dict(), "model_quality": bundle.quality}
+        _print_variant(f"{scored.variant} ({reference.name})", report,
+                       f"{scored.contig}:{scored.window_start}-{scored.window_end}", scored.notes)
+    return {**scored.to_dict(), **{k: v for k, v in report.to_dict().items() if k in ("consequence", "context")},
+            "model_quality": bundle.quality}
 
 
 def _score_vcf(args) -> dict:
@@ -203,7 +235,7 @@ def _score_vcf(args) -> dict:
             bar.update(done - bar.n)
 
         summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, args.window, args.strand_average,
-                            args.species, args.region, args.method, args.frames, progress)
+                            args.species, args.region, args.method, args.frames, args.context, progress)
     for line in summary.lines():
         print(line, file=sys.stderr)
     return {"records": summary.records, "alts": summary.alts, "scored": summary.scored,
@@ -212,18 +244,21 @@ def _score_vcf(args) -> dict:
 
 
 def _scan(args) -> dict:
+    from ..inference.annotate import scan_consequences
     from ..inference.scan import scan_substitutions
 
     sequence = _reference(args)
     bundle = _bundle(args)
     result = scan_substitutions(bundle, sequence, args.start, args.end, args.window, args.species, args.region,
                                 args.method, args.frames)
-    rows = result.rows()
+    consequences = scan_consequences(result, sequence, _coding(args, sequence))
     if not args.json:
-        print(result.to_tsv(), end="")
+        print(result.to_tsv(consequences), end="")
+    rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
+        else [list(row) for row in result.rows()]
     return {"start": result.start, "end": result.end, "window_start": result.window_start,
             "window_end": result.window_end, "frame_bases": result.frame_bases, "method": result.method,
-            "columns": ["position", "ref", "alt", "delta"], "rows": [list(r) for r in rows],
+            "columns": ["position", "ref", "alt", "delta"] + (["consequence"] if consequences else []), "rows": rows,
             "model_quality": bundle.quality}
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import html
+from statistics import median
+from urllib.parse import urlencode
 
+from ..core.coding import CLASSES
 from .plots import BASE_COLOURS
 
 RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
@@ -46,6 +49,45 @@ def verdict(scored) -> str:
     return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log, summed over "
             f"{scored.frame_bases:,}-base windows within {scored.window_start:,}–{scored.window_end:,}"
             f"{', averaged over both strands' if scored.strand_average else ''}{spread}).{indel}")
+
+
+def variant_markdown(report, genomic=None) -> str:
+    """The verdict, then where on the genome, what it does to the protein and how it ranks nearby."""
+    parts = [verdict(genomic.placed if genomic is not None else report.score)]
+    where, offset = "", 0
+    if genomic is not None:
+        parts.append(f"**{genomic.variant}** on **{genomic.reference}** (positions on {genomic.contig})."
+                     + "".join(f" *Note: {note}.*" for note in genomic.notes))
+        where, offset = f" of {genomic.contig}", genomic.offset
+    if report.consequence is not None:
+        parts.append(f"**Consequence:** {report.consequence}")
+    if report.context is not None:
+        parts.append(f"**In context:** {report.context.sentence()} (positions {offset + report.context.start:,}–"
+                     f"{offset + report.context.end:,}{where}, each substitution scored the same way).")
+    return "\n\n".join(parts)
+
+
+def share_link(page_url: str | None, **query) -> str:
+    """A link that opens the Variant tab on these inputs and scores them."""
+    base = (page_url or "").split("?")[0].split("#")[0]
+    url = f"{base}?{urlencode({k: v for k, v in query.items() if v not in (None, '')})}"
+    return f"[Link to this result]({url}) (opens the page on these inputs and scores them)\n\n`{url}`"
+
+
+VCF_TABLE_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "more damaging than", "problem", "message"]
+
+
+def vcf_rows(rows: list[list[str]]) -> list[list]:
+    """score-vcf's TSV rows as the page's table: numbers as numbers (so columns sort), in VCF_TABLE_COLUMNS order."""
+    def number(text: str, kind=float):
+        return kind(text) if text else None
+
+    return [[number(r[0], int), r[1], number(r[2], int), r[3], r[4], r[5], number(r[6]), number(r[9]), r[7], r[8]]
+            for r in rows]
+
+
+def vcf_markdown(summary) -> str:
+    return "\n".join(f"- {line}" for line in summary.lines())
 
 
 def trust_note(bundle) -> str:
@@ -121,11 +163,22 @@ def track_rows(scored) -> list[list]:
                 scored.aligned_delta, strict=True)]
 
 
-def scan_summary(result, worst: int = 10) -> str:
-    """How many substitutions were scored, where, and the most damaging ones."""
+def scan_summary(result, consequences=(), worst: int = 10) -> str:
+    """How many substitutions were scored, where, the most damaging ones and, with a coding sequence, how
+    each consequence class scores."""
+    named = dict(zip(result.rows(), consequences, strict=False)) if consequences else {}
     rows = sorted(result.rows(), key=lambda row: row[3])[:worst]
-    table = "| substitution | delta |\n|---|---|\n" + "\n".join(
-        f"| {ref}{pos}{alt} | {delta:+.4f} |" for pos, ref, alt, delta in rows)
-    return (f"{len(result.rows()):,} substitutions scored, each in {result.frame_bases:,}-base windows "
+    table = ("| substitution | delta | consequence |\n|---|---|---|\n" + "\n".join(
+        f"| {ref}{pos}{alt} | {delta:+.4f} | {named[(pos, ref, alt, delta)] if named else '—'} |"
+        for pos, ref, alt, delta in rows))
+    text = (f"{len(result.rows()):,} substitutions scored, each in {result.frame_bases:,}-base windows "
             f"(six 6-mer frames) within {result.window_start:,}–{result.window_end:,}. Most negative (least "
             f"likely under the model):\n\n{table}")
+    if named:
+        by_kind: dict[str, list[float]] = {}
+        for row, c in named.items():
+            by_kind.setdefault(c.kind, []).append(row[3])
+        text += ("\n\n| consequence | substitutions | median delta |\n|---|---|---|\n" + "\n".join(
+            f"| {kind} | {len(by_kind[kind]):,} | {median(by_kind[kind]):+.4f} |" for kind in CLASSES
+            if kind in by_kind))
+    return text

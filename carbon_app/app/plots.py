@@ -83,3 +83,47 @@ def scan_figure(scan) -> go.Figure:
     fig.update_layout(height=300, margin=dict(l=40, r=20, t=30, b=40), xaxis_title="position",
                       yaxis=dict(categoryorder="array", categoryarray=list(order)))
     return fig
+
+
+#: consequence classes as saturation-editing studies colour them
+CONSEQUENCE_COLOURS = {"synonymous": "#1a7f37", "missense": "#0b5cad", "stop-gain": "#c4272d",
+                       "stop-loss": "#8e44ad", "start-loss": "#b35900", "non-coding": "#8c8c8c"}
+
+
+def consequence_figure(scan, consequences) -> go.Figure:
+    """Every substitution's delta along the region, coloured by its consequence, beside the distribution of each
+    class (a saturation-editing study's two standard views)."""
+    rows = scan.rows()
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.72, 0.28], shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=("delta by position", "by consequence"))
+    for kind, colour in CONSEQUENCE_COLOURS.items():
+        picked = [(row, c) for row, c in zip(rows, consequences, strict=True) if c.kind == kind]
+        if not picked:
+            continue
+        text = [f"{ref}{pos}{alt} {c.protein_change}".strip() for (pos, ref, alt, _), c in picked]
+        deltas = [row[3] for row, _ in picked]
+        fig.add_trace(go.Scatter(x=[row[0] for row, _ in picked], y=deltas, mode="markers", name=kind, text=text,
+                                 legendgroup=kind, marker=dict(color=colour, size=6),
+                                 hovertemplate="%{text}<br>delta %{y:.3f}<extra></extra>"), row=1, col=1)
+        fig.add_trace(go.Box(y=deltas, name=kind, marker_color=colour, legendgroup=kind, showlegend=False,
+                             boxpoints=False), row=1, col=2)
+    fig.update_xaxes(title_text="position", row=1, col=1)
+    fig.update_yaxes(title_text="delta LL", row=1, col=1)
+    fig.update_layout(height=340, margin=dict(l=50, r=20, t=40, b=40))
+    return fig
+
+
+def vcf_figure(rows: list[list[str]]) -> go.Figure:
+    """A VCF's deltas along each contig (from the TSV rows: line, chrom, pos, id, ref, alt, delta, ...)."""
+    fig = go.Figure()
+    scored = [r for r in rows if len(r) > 6 and r[6]]
+    for contig in dict.fromkeys(r[1] for r in scored):
+        these = [r for r in scored if r[1] == contig]
+        fig.add_trace(go.Scatter(
+            x=[int(r[2]) for r in these], y=[float(r[6]) for r in these], mode="markers", name=contig,
+            text=[f"{r[1]}:{r[2]} {r[4]}>{r[5]} {r[3] if r[3] != '.' else ''}" for r in these],
+            hovertemplate="%{text}<br>delta %{y:.3f}<extra></extra>"))
+    fig.add_hline(y=0, line_color="#999", line_width=1)
+    fig.update_layout(height=320, margin=dict(l=50, r=20, t=40, b=40), xaxis_title="position on the contig",
+                      yaxis_title="delta LL")
+    return fig

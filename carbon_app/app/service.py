@@ -12,16 +12,23 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.dna import clean_sequence, is_record_text, read_fasta
+from ..assets import ASSETS
+from ..core.coding import CodingSequence, Consequence
+from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
+from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
+from ..genome.reference import Reference, configured_references
+from ..genome.scoring import GenomicScore, describe_at
+from ..genome.vcf import VcfSummary, count_alts, score_vcf
+from ..inference.annotate import VariantReport, describe_variant, scan_consequences
 from ..inference.checks import report
 from ..inference.generate import GenerationResult, generate_stream
 from ..inference.scan import ScanResult, scan_substitutions
-from ..inference.score import Variant, VariantScore, score_variant
+from ..inference.score import Variant, VariantScore
 from ..model.hub import bundled_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
 
@@ -30,12 +37,19 @@ MAX_PASTE_CHARS = 2_000_000
 ONE_RECORD = "paste or upload only the record you want"
 
 
+#: the bundled 3-kb human beta-globin locus, offered as a genome where the server names none
+DEMO_GENOME = "HBB-locus-demo"
+NO_GENOME = "none"
+
+
 @dataclass
 class AppConfig:
-    """Server-side settings; model names never come from the browser."""
+    """Server-side settings; model names and genome paths never come from the browser."""
 
     models: list[str]
     output_dir: Path
+    genomes: dict[str, Path] = field(default_factory=dict)
+    max_vcf_alts: int = 5000
 
     @classmethod
     def from_env(cls) -> AppConfig:
@@ -44,7 +58,9 @@ class AppConfig:
             configured = [default_model_name()] if (os.environ.get("CARBON_MODEL") or bundled_models()) else []
         out = Path(os.environ.get("CARBON_OUTPUT_DIR", tempfile.mkdtemp(prefix="carbon-studio-")))
         out.mkdir(parents=True, exist_ok=True)
-        return cls(models=configured, output_dir=out)
+        genomes = configured_references() or {DEMO_GENOME: ASSETS / "examples" / "hbb.fa"}
+        max_alts = whole_number(os.environ.get("CARBON_VCF_MAX_ALTS", "5000"), "CARBON_VCF_MAX_ALTS", 1)
+        return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts)
 
 
 class Service:
@@ -54,6 +70,8 @@ class Service:
         self.running = 0  # requests inside the engine now; back to 0 when each ends, fails or is cancelled
         self.stopped = 0  # streams closed before their end: cancelled, or the client went away
         self._running_lock = threading.Lock()
+        self._genomes: dict[str, Reference] = {}
+        self._genomes_lock = threading.Lock()
 
     @contextmanager
     def _request(self, what: str) -> Iterator[None]:
@@ -90,6 +108,18 @@ class Service:
             scheme = SCHEMES[DEFAULT_SCHEME]
         return ["none", *scheme.species], ["none", *scheme.regions]
 
+    def genome(self, name: str | None) -> Reference | None:
+        """A configured genome, opened once (None for "none": the variant is in a pasted sequence)."""
+        if not name or name == NO_GENOME:
+            return None
+        if name not in self.config.genomes:
+            known = ", ".join(self.config.genomes) or "none configured (CARBON_REFERENCES)"
+            raise InputError(f"'{name}' is not one of this server's genomes ({known})")
+        with self._genomes_lock:
+            if name not in self._genomes:
+                self._genomes[name] = Reference(self.config.genomes[name], name)
+            return self._genomes[name]
+
     def drafts(self) -> list[str]:
         return [d for d in (self.manager.draft_for(m) for m in self.config.models) if d]
 
@@ -97,21 +127,26 @@ class Service:
     def sequence(text: str | None, upload: str | None, what: str, allow_empty: bool = False) -> str:
         """Bases from an uploaded FASTA/GenBank file, else from the text box (bare bases, possibly
         numbered GenBank-style, or a pasted FASTA/GenBank record)."""
+        return Service.record(text, upload, what, allow_empty).sequence
+
+    @staticmethod
+    def record(text: str | None, upload: str | None, what: str, allow_empty: bool = False) -> FastaRecord:
+        """As `sequence`, with the record's id and, for GenBank, its CDS."""
         if upload:
             path = Path(upload)
             if path.stat().st_size > MAX_UPLOAD_BYTES:
                 raise InputError(f"the uploaded file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
-            return read_fasta(path, what=f"{what} file", choose=ONE_RECORD).sequence
+            return read_fasta(path, what=f"{what} file", choose=ONE_RECORD)
         text = text or ""
         if len(text) > MAX_PASTE_CHARS:
             raise InputError(f"the {what} is {len(text):,} characters; the limit is {MAX_PASTE_CHARS:,}")
         if not text.strip():
             if allow_empty:
-                return ""
+                return FastaRecord("", "", "")
             raise InputError(f"the {what} is empty: paste bases or upload a FASTA file")
         if is_record_text(text):
-            return read_fasta(text, what=what, choose=ONE_RECORD).sequence
-        return clean_sequence(text, what=what)
+            return read_fasta(text, what=what, choose=ONE_RECORD)
+        return FastaRecord("pasted", "", clean_sequence(text, what=what))
 
     def _write(self, name: str, text: str) -> str:
         folder = Path(tempfile.mkdtemp(dir=self.config.output_dir))
@@ -163,8 +198,10 @@ class Service:
 
     # -- variants ---------------------------------------------------------------------
 
-    def score(self, model: str, reference: str, variant: str | None, alternate: str | None, **options
-              ) -> VariantScore:
+    def score(self, model: str, reference: str, variant: str | None, alternate: str | None, cds: str | None = None,
+              coding: CodingSequence | None = None, context=0, progress=None, **options) -> VariantReport:
+        """A variant in a pasted sequence: its score, its consequence where a coding sequence is known (`cds`
+        typed, else `coding` from a GenBank upload), its context when `context` > 0."""
         if variant and variant.strip():
             if alternate and alternate.strip():
                 raise InputError("give either a variant (POS:REF>ALT) or a full alternate sequence, not both")
@@ -173,28 +210,72 @@ class Service:
             change = variant_from_sequences(reference, self.sequence(alternate, None, "alternate sequence"))
         else:
             raise InputError("give a variant as POS:REF>ALT (e.g. 120:A>G) or a full alternate sequence")
+        if cds and cds.strip():
+            coding = CodingSequence.parse(cds, clean_sequence(reference, what="reference sequence"))
         target = self.model(model)
         with self._request("this variant score"):
-            return score_variant(target, reference, change, **options)
+            return describe_variant(target, reference, change, coding, context, progress, **options)
 
-    def variant_files(self, scored: VariantScore) -> list[str]:
+    def score_at(self, model: str, genome: str, variant: str | None, cds: str | None = None, context=0,
+                 progress=None, **options) -> tuple[GenomicScore, VariantReport]:
+        """A variant at coordinates on one of the server's genomes."""
+        reference = self.genome(genome)
+        if not variant or not variant.strip():
+            raise InputError(f"give the variant at {genome} coordinates, e.g. chr11:5227002:T>A")
+        target = self.model(model)
+        with self._request("this variant score"):
+            return describe_at(target, reference, variant, cds, context, progress, **options)
+
+    def score_vcf(self, model: str, genome: str, upload: str | None, progress=None, **options
+                  ) -> tuple[VcfSummary, list[str], list[list]]:
+        """An uploaded VCF scored against one of the server's genomes: the summary, the annotated VCF and the
+        TSV to download, and the TSV's rows."""
+        reference = self.genome(genome)
+        if reference is None:
+            raise InputError("choose the genome the VCF's coordinates are on")
+        if not upload:
+            raise InputError("upload a VCF (.vcf or bgzipped .vcf.gz)")
+        path = Path(upload)
+        if path.stat().st_size > MAX_UPLOAD_BYTES:
+            raise InputError(f"the uploaded VCF is larger than {MAX_UPLOAD_BYTES // 2**20} MB; the command line "
+                             "(score-vcf) has no limit")
+        alts = count_alts(path)
+        if alts > self.config.max_vcf_alts:
+            raise InputError(f"the VCF holds {alts:,} ALT alleles; this server scores at most "
+                             f"{self.config.max_vcf_alts:,} at a time (the command line, score-vcf, has no limit)")
+        target = self.model(model)
+        folder = Path(tempfile.mkdtemp(dir=self.config.output_dir))
+        stem = path.name.removesuffix(".gz").removesuffix(".vcf")
+        vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
+        with self._request("this VCF"):
+            summary = score_vcf(target, reference, path, vcf_out, tsv_out, progress=progress, **options)
+        rows = [line.split("\t") for line in tsv_out.read_text().splitlines()[1:]]
+        return summary, [str(vcf_out), str(tsv_out)], rows
+
+    def variant_files(self, scored: VariantScore, data: dict) -> list[str]:
+        """The aligned tracks (TSV, positions as `scored` has them) and the whole result (`data`, JSON)."""
         lines = ["column\tref_position\tref_logprob\talt_logprob\tdelta"]
         for i, (pos, r, a, d) in enumerate(zip(scored.aligned_ref_pos, scored.aligned_ref_logprobs,
                                                 scored.aligned_alt_logprobs, scored.aligned_delta, strict=True)):
             lines.append("\t".join(["" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))
                                     for v in (i + 1, pos, r, a, d)]))
         return [self._write("variant_tracks.tsv", "\n".join(lines) + "\n"),
-                self._write("variant.json", json.dumps(scored.to_dict(), indent=1))]
+                self._write("variant.json", json.dumps(data, indent=1))]
 
     # -- scan ---------------------------------------------------------------------------
 
-    def scan(self, model: str, sequence: str, start: int, end: int, **options) -> ScanResult:
+    def scan(self, model: str, sequence: str, start: int, end: int, cds: str | None = None,
+             coding: CodingSequence | None = None, **options) -> tuple[ScanResult, list[Consequence]]:
+        """Every substitution of a region, and each one's consequence where a coding sequence is known."""
+        if cds and cds.strip():
+            coding = CodingSequence.parse(cds, clean_sequence(sequence, what="sequence"))
         target = self.model(model)
         with self._request("this scan"):
-            return scan_substitutions(target, sequence, start, end, **options)
+            result = scan_substitutions(target, sequence, start, end, **options)
+        return result, scan_consequences(result, sequence, coding)
 
-    def scan_file(self, scan: ScanResult) -> str:
-        return self._write("mutation_scan.tsv", scan.to_tsv())
+    def scan_file(self, scan: ScanResult, consequences: list[Consequence]) -> str:
+        return self._write("mutation_scan.tsv", scan.to_tsv(consequences))
 
 
 def variant_from_sequences(reference: str, alternate: str) -> Variant:

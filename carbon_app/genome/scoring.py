@@ -12,17 +12,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..core.coding import CodingSequence
 from ..core.dna import BASES
+from ..core.validate import whole_number
 from ..inference.annotate import VariantReport, describe_variant
 from ..inference.context import ScoreContext, checked_radius, rank_in
 from ..inference.scan import mean_substitution_deltas
 from ..inference.score import (
     DEFAULT_WINDOW,
+    Variant,
     VariantScore,
     _check_method,
     context_room_bases,
@@ -56,6 +58,14 @@ class GenomicScore:
     def window_end(self) -> int:
         return self.offset + self.score.window_end
 
+    @property
+    def placed(self) -> VariantScore:
+        """The engine's result with its positions on the contig (1-based), as plots and tables show it."""
+        s = self.score
+        return replace(s, variant=Variant(self.variant.pos, s.variant.ref, s.variant.alt),
+                       window_start=self.window_start, window_end=self.window_end,
+                       aligned_ref_pos=[None if p is None else p + self.offset for p in s.aligned_ref_pos])
+
     def to_dict(self) -> dict:
         data = self.score.to_dict()
         data.update(genome=self.reference, contig=self.contig, genomic_variant=str(self.variant),
@@ -64,8 +74,9 @@ class GenomicScore:
         return data
 
 
-def _span(bundle: ModelBundle, window: int, frames: int, prefix: str) -> int:
-    return min(window, context_room_bases(bundle, prefix)) + frames - 1
+def _span(bundle: ModelBundle, window, frames: int, prefix: str) -> int:
+    """Bases a variant's windows reach over, all frames together (the window checked first)."""
+    return min(whole_number(window, "the window (bases)", 1), context_room_bases(bundle, prefix)) + frames - 1
 
 
 def score_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,

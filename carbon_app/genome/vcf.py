@@ -74,6 +74,21 @@ def _open_text(path: Path):
     return gzip.open(path, "rt") if path.suffix in (".gz", ".bgz") else open(path)
 
 
+def count_alts(path: str | Path) -> int:
+    """ALT alleles in a VCF, counted from its text (what a server checks against its limit before scoring)."""
+    count = 0
+    try:
+        with _open_text(Path(path)) as source:
+            for line in source:
+                if line.startswith("#") or not line.strip():
+                    continue
+                fields = line.split("\t", 5)
+                count += fields[4].count(",") + 1 if len(fields) > 4 else 1
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise InputError(f"the VCF '{Path(path).name}' cannot be read: {exc}") from None
+    return count
+
+
 def _malformed(fields: list[str]) -> str | None:
     """Why a data line is not a VCF record, or None."""
     if len(fields) < 8:

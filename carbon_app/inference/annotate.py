@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..core.coding import CodingSequence, Consequence
 from ..model.bundle import ModelBundle
 from .context import ScoreContext, score_context
+from .scan import ScanResult
 from .score import Variant, VariantScore, score_variant
 
 SCAN_OPTIONS = ("window", "species", "region", "method", "frames")
@@ -56,3 +57,10 @@ def describe_variant(bundle: ModelBundle, sequence: str, variant: str | Variant,
         report.context = score_context(bundle, sequence, var.pos, len(var.ref), var.alt, scored.delta, context,
                                        strand_average=strand_average, progress=progress, **scan_options)
     return report
+
+
+def scan_consequences(scan: ScanResult, sequence: str, coding: CodingSequence | None) -> list[Consequence]:
+    """The consequence of each of a scan's substitutions (in `scan.rows()` order); [] without a coding sequence."""
+    if coding is None:
+        return []
+    return [coding.consequence(sequence, pos - 1, alt) for pos, _, alt, _ in scan.rows()]

@@ -78,9 +78,11 @@ class ScanResult:
                     out.append((self.start + i, ref, alt, float(value)))
         return out
 
-    def to_tsv(self) -> str:
-        lines = ["position\tref\talt\tdelta_loglik"]
-        lines += [f"{pos}\t{ref}\t{alt}\t{delta:.6f}" for pos, ref, alt, delta in self.rows()]
+    def to_tsv(self, consequences: list | None = None) -> str:
+        """The rows as a table; with `consequences` (one per row) a consequence column too."""
+        lines = ["position\tref\talt\tdelta_loglik" + ("\tconsequence" if consequences else "")]
+        for i, (pos, ref, alt, delta) in enumerate(self.rows()):
+            lines.append(f"{pos}\t{ref}\t{alt}\t{delta:.6f}" + (f"\t{consequences[i]}" if consequences else ""))
         return "\n".join(lines) + "\n"
 
 
