@@ -61,7 +61,8 @@ def site_figure(score) -> go.Figure:
     fig.add_trace(go.Bar(x=bases, y=[score.site_probs_ref[b] for b in bases], name="reference context",
                          marker_color=[BASE_COLOURS[b] for b in bases]))
     fig.update_layout(height=260, margin=dict(l=40, r=20, t=40, b=30), yaxis=dict(range=[0, 1]),
-                      title=dict(text=f"base probabilities at {score.variant.pos}", automargin=True))
+                      title=dict(text=f"base probabilities at {score.variant.pos:,}", x=0.5, xanchor="center",
+                                 automargin=True))  # centred: the panel's own label covers the top left
     return fig
 
 
