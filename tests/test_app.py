@@ -362,10 +362,10 @@ def test_sixteen_clients_at_once_get_the_serial_answers_and_memory_returns(leak_
                                            1.0, i, 2, i % 2 == 0)))
         elif i % 3 == 1:
             requests.append(("/score_variant", ("carbon-demo", "none", "none", seq, None, HBB["variants"][i % 2]
-                                                ["variant"], "", 900 + i, False, "marginal")))
+                                                ["variant"], "", 900 + i, False, "marginal", "none", "", 0)))
         else:
             requests.append(("/scan", ("carbon-demo", "none", "none", seq, None, 1190 + i, 1199 + i, 600,
-                                       "marginal")))
+                                       "marginal", "")))
 
     def key(api, out):
         result = out[-1]

@@ -72,8 +72,9 @@ def _requests(sequence: str, variant: str, i: int) -> tuple[str, tuple]:
         return "/generate", ("carbon-demo", "mammal", "none", "ATGGTGCA", None, 120, "", "bp", 0.9, 0, 1.0, i, 1,
                              i % 2 == 0)
     if kind == 1:
-        return "/score_variant", ("carbon-demo", "none", "none", sequence, None, variant, "", 1200, False, "marginal")
-    return "/scan", ("carbon-demo", "none", "none", sequence, None, 1190, 1219, 600, "marginal")
+        return "/score_variant", ("carbon-demo", "none", "none", sequence, None, variant, "", 1200, False, "marginal",
+                                  "none", "", 0)
+    return "/scan", ("carbon-demo", "none", "none", sequence, None, 1190, 1219, 600, "marginal", "")
 
 
 def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: int | None,
