@@ -28,7 +28,8 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.kv import preallocated_cache
-from .marginals import kmer_digits, log_marginals
+from .constraints import MAX_STEPS_BACK, ConstraintChecker, DesignConstraints, check_feasible
+from .marginals import kmer_digits, kmer_log_mask, log_marginals
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
 
@@ -183,6 +184,84 @@ def decode_kmers(
             hidden = bundle.hidden_states(next_ids, cache)[:, -1]
 
 
+def constrained_logprobs(kmer_logits: torch.Tensor, params: SamplingParams, ok: np.ndarray,
+                         checker: ConstraintChecker) -> torch.Tensor:
+    """[B, 4^k] log-probs to draw from when each row may only take the 6-mers `ok` [B, 4^k] allows.
+
+    Base-level mode keeps its per-base draw where the allowed set is every combination of some bases;
+    where a constraint couples a token's bases it draws from the constrained joint distribution."""
+    device = kmer_logits.device
+    joint_mask = torch.from_numpy(np.where(ok, 0.0, -np.inf).astype(np.float32)).to(device)
+    joint = step_logprobs(kmer_logits, SamplingParams("token", params.temperature, params.top_k, params.top_p),
+                          joint_mask)
+    if params.mode == "token":
+        return joint
+    rows = []
+    for r in range(len(ok)):
+        per_base = checker.coupling(ok[r])
+        if per_base is None:
+            rows.append(joint[r])
+        else:
+            mask = kmer_log_mask(torch.from_numpy(per_base).to(device))
+            rows.append(step_logprobs(kmer_logits[r : r + 1], params, mask)[0])
+    return torch.stack(rows)
+
+
+@torch.inference_mode()
+def decode_kmers_constrained(
+    bundle: ModelBundle,
+    prompt_ids: list[int],
+    n_steps: int,
+    params: SamplingParams,
+    samples: int,
+    noise: StepNoise | None,
+    checker: ConstraintChecker,
+) -> Iterator[tuple[int, tuple[torch.Tensor, torch.Tensor]]]:
+    """As `decode_kmers`, each token limited to the 6-mers the constraints allow given the bases before it.
+    Yields (step, (k-mers, log-probs)); after a dead end it steps back one token (ruling out, for the rows
+    that met it, the choice that led there) and yields that step again. Every row steps back together
+    (they share the cache); the others choose as before, since a token's draw depends only on its seed,
+    its index and what precedes it."""
+    k = bundle.k
+    ids = torch.tensor([prompt_ids], device=bundle.device)
+    cache = preallocated_cache(bundle.model.config, len(prompt_ids) + n_steps)
+    hidden = bundle.hidden_states(ids, cache)[:, -1]
+    if samples > 1:
+        cache.batch_repeat_interleave(samples)
+        hidden = hidden.expand(samples, -1)
+    hiddens, picks, texts = [hidden], [], [""] * samples
+    ruled_out: dict[tuple[int, int], np.ndarray] = {}
+    step = back = 0
+    while step < n_steps:
+        static = checker.static_ok(step)
+        ok = np.stack([checker.allowed(step, texts[r]) & static & ~ruled_out.get((r, step), False)
+                       for r in range(samples)])
+        dead = ~ok.any(axis=1)
+        if dead.any():
+            if step == 0 or back >= MAX_STEPS_BACK:
+                raise InputError("the constraints could not be met for this design within "
+                                 f"{MAX_STEPS_BACK:,} steps back; loosen one of them")
+            back += 1
+            for r in np.nonzero(dead)[0]:
+                ruled_out.setdefault((r, step - 1), np.zeros(ok.shape[1], dtype=bool))[int(picks[-1][r])] = True
+                ruled_out.pop((r, step), None)
+            picks.pop()
+            hiddens.pop()
+            cache.crop(-1)
+            step -= 1
+            texts = [t[: step * k] for t in texts]
+            continue
+        logprobs = constrained_logprobs(bundle.kmer_logits(hiddens[step]), params, ok, checker)
+        kmers = choose(logprobs, noise(step) if noise else None)
+        picks.append(kmers)
+        texts = [t + checker.kmer_text(int(i)) for t, i in zip(texts, kmers, strict=True)]
+        yield step, (kmers, logprobs)
+        if step + 1 < n_steps:
+            next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
+            hiddens.append(bundle.hidden_states(next_ids, cache)[:, -1])
+        step += 1
+
+
 def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
     """A draft must speak the target's token language exactly."""
     if draft.tokenizer.config != target.tokenizer.config or draft.device != target.device:
@@ -220,12 +299,26 @@ def generate_stream(
     draft: ModelBundle | None = None,
     draft_always: bool = False,
     stream_every: int = 0,
+    constraints: DesignConstraints | None = None,
 ) -> Iterator[GenerationResult]:
     """Like `generate`, yielding partial results (done=False) every `stream_every`
     tokens when it is positive, and always the final result last."""
     params = SamplingParams(mode=mode, temperature=temperature, top_k=top_k, top_p=top_p)
     samples, seed = _check_run_settings(samples, seed)
+    constraints = constraints if constraints is not None and constraints.active else None
+    if constraints and constraints.protein:
+        coding_bases = 3 * len(constraints.protein)
+        if n_bases is None or (isinstance(n_bases, str) and not n_bases.strip()):
+            n_bases = coding_bases
+        elif whole_number(n_bases, "the number of bases", 1) != coding_bases:
+            raise InputError(f"the protein has {len(constraints.protein):,} residues, {coding_bases:,} bases, but "
+                             f"{whole_number(n_bases, 'the number of bases', 1):,} bases were asked for")
     plan = plan_generation(bundle, prompt, n_bases, mask, species, region)
+    checker = None
+    if constraints:
+        checker = ConstraintChecker.build(constraints, bundle.k, len(plan.fixed_bases), plan.n_bases,
+                                          plan.context_bases, plan.allowed.reshape(-1, 4))
+        check_feasible(checker, plan.n_tokens, plan.fixed_bases)
     total_tokens = len(plan.prompt_ids) + plan.n_tokens
     bundle.check_memory(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),
                         f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")
@@ -265,13 +358,20 @@ def generate_stream(
             done=done,
         )
 
-    if draft is None:
-        stats, steps = None, decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise)
+    if checker is not None:
+        stats = None
+        if draft is not None:  # each token's mask depends on the bases before it: the target runs alone
+            stats = SpeculativeStats(draft_model=draft.name, fallback_reason="design constraints: the target ran "
+                                     "alone (drafting under constraints is not supported yet)")
+        steps = decode_kmers_constrained(bundle, plan.prompt_ids, plan.n_tokens, params, samples, noise, checker)
+    elif draft is None:
+        stats, steps = None, enumerate(decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise))
     else:
         stats = SpeculativeStats(draft_model=draft.name)
-        steps = speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, noise, stats,
-                                         always=draft_always)
-    for kmer, logprobs in steps:
+        steps = enumerate(speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, noise,
+                                                   stats, always=draft_always))
+    for step, (kmer, logprobs) in steps:
+        del kmers[step:], probs[step:], entropy[step:]  # a step back retakes the tokens from `step` on
         kmers.append(kmer)
         # confidence of each chosen base under the marginals it was drawn from
         marginals = log_marginals(logprobs)  # [samples, k, 4]
