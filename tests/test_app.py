@@ -563,3 +563,19 @@ def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(serve
             "&model=carbon-demo", "").replace("window=300", "")
         assert link.get_attribute("href").startswith(server)
         browser.close()
+
+
+def test_a_constrained_design_through_the_api_meets_and_reports_its_constraints(client):
+    from Bio.Seq import Seq
+
+    protein = "MSKGEELFTGVV"
+    out = client.predict(model="carbon-demo", species="mammal", region="none", prompt="GCCACC", upload=None,
+                         mask="", n_bases=300, samples=2, seed=3, protein=protein, avoid="BsaI, BsmBI",
+                         max_homopolymer=4, gc="35:65", flank="TAAGGATCC", api_name="/generate")
+    result = out[-1]
+    assert [str(Seq(s).translate()) for s in result["sequences"]] == [protein, protein]  # the protein sets the length
+    assert all(len(r["constraints"]) == 5 and all(c["passes"] for c in r["constraints"]) for r in result["reports"])
+    assert sorted(r["rank"] for r in result["reports"]) == [1, 2] and result["reports"][0]["ll_flank"] < 0
+    assert "all 5 PASS" in out[2] and "with the downstream flank" in out[2]
+    header = open(next(f for f in out[5] if f.endswith("designs.fa"))).readline()
+    assert f"protein={protein}" in header and "avoid=BsaI,BsmBI" in header and "gc=35:65" in header

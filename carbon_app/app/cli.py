@@ -77,6 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float, default=1.0, help="nucleus over 6-mers (1 = off)")
     gen.add_argument("--seed", type=int, help="same seed, same output (default: random, reported)")
     gen.add_argument("--samples", type=int, default=1, help="number of sequences (default 1)")
+    gen.add_argument("--protein", help="a protein the designed bases must encode, from the first one (one-letter "
+                     "code, * = stop); sets --bases to 3 per residue")
+    gen.add_argument("--codon-table", type=int, default=1, help="NCBI codon table id (default 1, standard)")
+    gen.add_argument("--avoid", help="restriction enzymes (BsaI,BsmBI,EcoRI,...) or IUPAC motifs, comma-separated, "
+                     "kept out of the design on both strands and across the prompt junction")
+    gen.add_argument("--max-homopolymer", type=int, help="the longest run of one base allowed")
+    gen.add_argument("--gc", help="GC range of the designed bases, MIN:MAX in percent (e.g. 40:60)")
+    gen.add_argument("--gc-window", type=int, help="apply the GC range to every window of this many bases too")
+    gen.add_argument("--flank", help="downstream DNA to score each design with (ranked by design + flank)")
 
     score = commands.add_parser("score", help="score a variant (or a whole sequence)")
     _add_reference_args(score, genome=True)
@@ -128,18 +137,25 @@ def _bundle(args):
 
 
 def _generate(args) -> dict:
+    from ..inference.checks import design_reports
     from ..inference.generate import generate
 
+    bundle = _bundle(args)
     result = generate(
-        _bundle(args), args.prompt, args.bases, mask=args.mask, species=args.species, region=args.region,
+        bundle, args.prompt, args.bases, mask=args.mask, species=args.species, region=args.region,
         mode=args.mode, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        seed=args.seed, samples=args.samples,
+        seed=args.seed, samples=args.samples, protein=args.protein, codon_table=args.codon_table, avoid=args.avoid,
+        max_homopolymer=args.max_homopolymer, gc=args.gc, gc_window=args.gc_window,
     )
+    reports = design_reports(bundle, result, args.flank or "")
     if not args.json:
-        for i, seq in enumerate(result.sequences, start=1):
-            print(f">sample_{i} seed={result.seed} mode={result.mode} bases={len(seq)}\n{seq}")
+        for i, (seq, row) in enumerate(zip(result.sequences, reports, strict=True), start=1):
+            checks = " ".join(f"{c['specification']}={'PASS' if c['passes'] else 'FAIL'}" for c in row["constraints"])
+            print(f">sample_{i} seed={result.seed} mode={result.mode} bases={len(seq)} "
+                  f"loglik={row['total']:.2f} rank={row.get('rank', '-')}" + (f" {checks}" if checks else "")
+                  + f"\n{seq}")
         print(f"# prompt text: {result.prompt_text}\n# prompt ids: {result.prompt_ids}", file=sys.stderr)
-    return result.to_dict()
+    return {**result.to_dict(), "reports": reports}
 
 
 def _reference(args) -> str:

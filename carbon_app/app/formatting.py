@@ -120,16 +120,32 @@ def frame_words(r: dict) -> str:
     return f"open in the frame of {whose}"
 
 
+def constraint_words(checks: list[dict]) -> str:
+    """'all 4 PASS', or each failing specification by name."""
+    if not checks:
+        return "—"
+    failed = [c for c in checks if not c["passes"]]
+    if not failed:
+        return f"all {len(checks)} PASS"
+    return "; ".join(f"**FAIL** {c['specification']}: {c['detail']}" for c in failed)
+
+
 def report_markdown(reports: list[dict]) -> str:
-    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein |",
-             "|---|---|---|---|---|---|---|"]
+    """One row per design: its checks, its constraints and its log-likelihood with its rank among the samples."""
+    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein | constraints "
+             "| log-lik (rank) |", "|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(reports, start=1):
         mask = "—" if r["mask_satisfied"] is None else ("satisfied" if r["mask_satisfied"] else "VIOLATED")
         orf = (f"{r['orf_length_aa']} aa, {r['orf_strand']} strand, {r['orf_start']}–{r['orf_end']}"
                if r["orf_start"] else "none")
         protein = r["orf_protein"][:40] + ("…" if len(r["orf_protein"]) > 40 else "")
+        likelihood = "—" if r.get("total") is None else f"{r['total']:.2f} ({r['rank']} of {len(reports)})"
         lines.append(f"| {i} | {r['length']:,}/{r['expected_length']:,} | {mask} | {100 * r['gc_content']:.1f}% | "
-                     f"{frame_words(r)} | {orf} | `{protein}` |")
+                     f"{frame_words(r)} | {orf} | `{protein}` | {constraint_words(r.get('constraints', []))} | "
+                     f"{likelihood} |")
+    flank = any(r.get("ll_flank") is not None for r in reports)
+    lines.append("\nlog-lik: natural log of each design under the model, after its prompt"
+                 + (" and with the downstream flank" if flank else "") + "; rank 1 = most likely.")
     return "\n".join(lines)
 
 

@@ -21,6 +21,8 @@ from .plots import confidence_figure, consequence_figure, scan_figure, site_figu
 from .service import DEMO_GENOME, NO_GENOME, AppConfig, Service
 
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)
+#: the first 60 residues of Aequorea victoria GFP (UniProt P42212), for the constrained-design example
+GFP_FRAGMENT = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
 CONTEXT_BASES = 25  # the Variant tab ranks a delta among the 150 or so substitutions this close, unless told not to
 FREE = dict(allow_custom_value=True)  # the value goes to the service or engine, which names a wrong one
 
@@ -64,12 +66,18 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
 
     @on_gpu
     def design(model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
-               samples, speculative, progress=gr.Progress()):  # noqa: B008
+               samples, speculative, protein=None, codon_table=1, avoid=None, max_homopolymer=0, gc=None,
+               gc_window=0, flank=None, progress=gr.Progress()):  # noqa: B008
+        # the constraint fields have defaults, so API clients written before them still work
         try:
             prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
             # numbers go to the engine as the form sent them: it checks every field and names it
             options = dict(mask=mask or None, species=species, region=region, mode=mode, temperature=temperature,
-                           top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8)
+                           top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8, protein=protein,
+                           codon_table=codon_table, avoid=avoid, max_homopolymer=max_homopolymer or None, gc=gc,
+                           gc_window=gc_window or None)
+            if protein and str(protein).strip():
+                n_bases = None  # the protein sets the length (3 bases a residue), as its field says
             for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
                 progress(len(result.sequences[0]) / result.n_bases, desc="generating")
                 seqs = fmt.bases_html(result.prompt, result.fixed_bases, result.sequences)
@@ -78,8 +86,10 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                         None, None
                     continue
                 figure = confidence_figure(result.base_probs, result.base_entropy, result.sequences)
-                yield (seqs, figure, fmt.report_markdown(Service.design_reports(result)), fmt.prompt_info(result),
-                       fmt.timing_line(result, note), service.design_files(result), result.to_dict())
+                reports = service.design_reports(result, flank)
+                yield (seqs, figure, fmt.report_markdown(reports), fmt.prompt_info(result),
+                       fmt.timing_line(result, note), service.design_files(result),
+                       {**result.to_dict(), "reports": reports})
         except (CarbonError, ValueError, OSError) as exc:
             _fail(exc)
 
@@ -130,8 +140,9 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                 service.variant_files(shown, data), link, data)
 
     @on_gpu
-    def variant(model, species, region, reference, upload, change, alternate, window, strand, method, genome, cds,
-                context, request: gr.Request, progress=gr.Progress()):  # noqa: B008
+    def variant(model, species, region, reference, upload, change, alternate, window, strand, method,
+                genome=NO_GENOME, cds=None, context=CONTEXT_BASES, request: gr.Request = None,
+                progress=gr.Progress()):  # noqa: B008
         return score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
                          genome, cds, context, request, progress)
 
@@ -177,7 +188,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         return text, vcf_figure(rows), fmt.vcf_rows(rows), files
 
     @on_gpu
-    def scan(model, species, region, sequence, upload, start, end, window, method, cds,
+    def scan(model, species, region, sequence, upload, start, end, window, method, cds=None,
              progress=gr.Progress()):  # noqa: B008
         try:
             record = Service.record(sequence, upload, "sequence")
@@ -276,6 +287,19 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                         with gr.Row():
                             run = gr.Button("Generate", variant="primary")
                             stop = gr.Button("Stop", variant="stop")
+                with gr.Accordion("Design constraints (enforced while sampling)", open=False):
+                    with gr.Row():
+                        protein = gr.Textbox(label="Protein to encode (one-letter code; sets the length)", scale=3,
+                                             placeholder="MSKGEELFTGVVPILVELDGDVNGHKF…")
+                        codon_table = gr.Number(label="Codon table (NCBI id)", value=1, scale=1)
+                        avoid = gr.Textbox(label="Avoid sites (enzymes or IUPAC motifs)", scale=2,
+                                           placeholder="BsaI, BsmBI, EcoRI, GCNNGC")
+                    with gr.Row():
+                        max_homopolymer = gr.Number(label="Longest homopolymer (0 = any)", value=0)
+                        gc = gr.Textbox(label="GC range, % (MIN:MAX)", placeholder="40:60")
+                        gc_window = gr.Number(label="…in every window of (bases; 0 = whole design)", value=0)
+                        flank = gr.Textbox(label="Downstream flank (ranks designs with it)",
+                                           placeholder="bases that follow the insert")
                 sequences_html = gr.HTML(label="Designs")
                 status = gr.Markdown()
                 confidence = gr.Plot(label="Per-base confidence")
@@ -286,12 +310,18 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                 with gr.Accordion("Raw result (JSON)", open=False):
                     design_json = gr.JSON()
                 gr.Examples(
-                    [["ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", 240, "", 0.9, "mammal", "protein_coding"],
-                     ["", 120, "N" * 114 + "TAATAA", 0.9, "fungus", "none"],
-                     ["TATAAAAGGCGCGCCACC", 90, "ATG" + "N" * 84 + "TGA", 0.7, "plant", "none"]],
-                    inputs=[prompt, n_bases, mask, temperature, species, region], label="Examples")
+                    [["ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", 240, "", 0.9, "mammal", "protein_coding", "", "", 0, ""],
+                     ["", 120, "N" * 114 + "TAATAA", 0.9, "fungus", "none", "", "", 0, ""],
+                     ["TATAAAAGGCGCGCCACC", 90, "ATG" + "N" * 84 + "TGA", 0.7, "plant", "none", "", "", 0, ""],
+                     ["GCCACC", None, "", 0.9, "mammal", "protein_coding", GFP_FRAGMENT, "BsaI, BsmBI", 5, "40:60"],
+                     ["", 60, "N" * 10 + "TATAAA" + "N" * 25 + "GCCACCATGG" + "N" * 9, 0.9, "mammal", "none", "",
+                      "EcoRI", 5, "35:65"]],
+                    inputs=[prompt, n_bases, mask, temperature, species, region, protein, avoid, max_homopolymer, gc],
+                    label="Examples (the last two: a GFP fragment back-translated without BsaI/BsmBI sites, Golden "
+                          "Gate ready; a template with fixed TATA and Kozak elements)")
                 design_inputs = [model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p,
-                                 seed, samples, speculative]
+                                 seed, samples, speculative, protein, codon_table, avoid, max_homopolymer, gc,
+                                 gc_window, flank]
                 design_outputs = [sequences_html, confidence, checks, prompt_info, status, files, design_json]
                 running = run.click(design, design_inputs, design_outputs, api_name="generate", **GPU)
                 # stops the design at its next streamed update and frees what it held (as closing the tab does)

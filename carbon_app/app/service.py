@@ -25,7 +25,7 @@ from ..genome.reference import Reference, configured_references
 from ..genome.scoring import GenomicScore, describe_at
 from ..genome.vcf import VcfSummary, count_alts, score_vcf
 from ..inference.annotate import VariantReport, describe_variant, scan_consequences
-from ..inference.checks import report
+from ..inference.checks import design_reports
 from ..inference.generate import GenerationResult, generate_stream
 from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
@@ -181,6 +181,13 @@ class Service:
         settings = (f"model={result.model} mode={result.mode} tags={tags} temperature={result.temperature} "
                     f"top_k={result.top_k} top_p={result.top_p} seed={result.seed} mask={result.mask or 'none'} "
                     f"prompt_bases={len(result.prompt)}")
+        if result.constraints:  # the constraints it was made under, as the command line takes them
+            c = result.constraints
+            settings += "".join([f" protein={c.protein} codon_table={c.codon_table}" if c.protein else "",
+                                 f" avoid={','.join(c.avoid)}" if c.avoid else "",
+                                 f" max_homopolymer={c.max_homopolymer}" if c.max_homopolymer else "",
+                                 f" gc={100 * c.gc[0]:g}:{100 * c.gc[1]:g}" if c.gc else "",
+                                 f" gc_window={c.gc_window}" if c.gc_window else ""])
 
         def fasta(records: list[tuple[str, str]]) -> str:
             return "".join(f">{name} {settings}\n" + "\n".join(seq[j : j + 60] for j in range(0, len(seq), 60))
@@ -192,9 +199,11 @@ class Service:
         return [self._write("designs.fa", fasta(designs)), self._write("designs_with_prompt.fa", fasta(whole)),
                 self._write("designs.json", json.dumps(result.to_dict(), indent=1))]
 
-    @staticmethod
-    def design_reports(result: GenerationResult) -> list[dict]:
-        return [report(seq, result.n_bases, result.mask, result.prompt).to_dict() for seq in result.sequences]
+    def design_reports(self, result: GenerationResult, flank: str | None = None) -> list[dict]:
+        """Each design's checks, constraints and log-likelihood (with a downstream flank when given), ranked."""
+        flank = self.sequence(flank, None, "downstream flank", allow_empty=True) if flank else ""
+        with self._request("these designs' checks"):
+            return design_reports(self.model(result.model), result, flank)
 
     # -- variants ---------------------------------------------------------------------
 

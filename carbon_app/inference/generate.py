@@ -73,6 +73,7 @@ class GenerationResult:
     base_entropy: list[list[float]] = field(default_factory=list)  # bits, per position
     speculative: SpeculativeStats | None = None  # draft statistics when a draft model proposed tokens
     done: bool = True
+    constraints: DesignConstraints | None = None  # enforced while sampling
 
     @property
     def bases_per_second(self) -> float:
@@ -82,6 +83,7 @@ class GenerationResult:
         data = asdict(self)
         data["bases_per_second"] = self.bases_per_second
         data["speculative"] = self.speculative.to_dict() if self.speculative else None
+        data["constraints"] = self.constraints.describe() if self.constraints else None
         return data
 
 
@@ -300,12 +302,20 @@ def generate_stream(
     draft_always: bool = False,
     stream_every: int = 0,
     constraints: DesignConstraints | None = None,
+    protein: str | None = None,
+    codon_table: int = 1,
+    avoid: str | list[str] | None = None,
+    max_homopolymer: int | None = None,
+    gc: str | tuple[float, float] | None = None,
+    gc_window: int | None = None,
 ) -> Iterator[GenerationResult]:
     """Like `generate`, yielding partial results (done=False) every `stream_every`
     tokens when it is positive, and always the final result last."""
     params = SamplingParams(mode=mode, temperature=temperature, top_k=top_k, top_p=top_p)
     samples, seed = _check_run_settings(samples, seed)
-    constraints = constraints if constraints is not None and constraints.active else None
+    if constraints is None:
+        constraints = DesignConstraints.from_options(protein, codon_table, avoid, max_homopolymer, gc, gc_window)
+    constraints = constraints if constraints.active else None
     if constraints and constraints.protein:
         coding_bases = 3 * len(constraints.protein)
         if n_bases is None or (isinstance(n_bases, str) and not n_bases.strip()):
@@ -356,6 +366,7 @@ def generate_stream(
             base_entropy=h.tolist(),
             speculative=stats,
             done=done,
+            constraints=constraints,
         )
 
     if checker is not None:
@@ -392,8 +403,11 @@ def generate(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, 
     T <= 0.5 fall into repeats), top_k, top_p, seed (same seed, same output),
     samples, draft (a paired draft model for speculative decoding: greedy output
     is the target's own, sampling keeps the target's distribution; the target
-    finishes alone where the draft does not pay, unless draft_always). Returns the
-    new bases only, with the exact prompt text and ids.
+    finishes alone where the draft does not pay, unless draft_always), and design
+    constraints enforced while sampling: protein (with codon_table), avoid (enzyme
+    names or IUPAC motifs), max_homopolymer, gc ("40:60") and gc_window, or a
+    `DesignConstraints` as constraints. Returns the new bases only, with the exact
+    prompt text and ids.
     """
     *_, final = generate_stream(bundle, prompt, n_bases, **options)
     return final

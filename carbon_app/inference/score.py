@@ -131,11 +131,13 @@ def score_sequence(
     species: str | None = None,
     region: str | None = None,
     method: str = "marginal",
+    tags: str | None = None,
 ) -> SequenceScore:
-    """Per-base log-probabilities of `sequence` under the model."""
+    """Per-base log-probabilities of `sequence` under the model (after the tags `species` and `region`
+    name, or after the literal tag text `tags`, as a generation's prompt had them)."""
     _check_method(method)
     seq = clean_sequence(sequence)
-    prefix = bundle.tags.prefix(species, region)
+    prefix = tags if tags is not None else bundle.tags.prefix(species, region)
     room = context_room_bases(bundle, prefix)
     if len(seq) > room:
         raise InputError(
