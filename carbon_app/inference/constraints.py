@@ -166,6 +166,7 @@ class ConstraintChecker:
         self._gc_prefix = np.concatenate([np.zeros((n, 1), dtype=int), np.cumsum(_GC[self._digits], axis=1)], axis=1)
         self._codon_cache: dict = {}
         self._static_cache: dict = {}
+        self._one_hot = np.eye(4, dtype=np.float32)[self._digits].reshape(n, self.k * 4)  # [4^k, k*4]
         design = self.static[self.start : self.start + self.n_bases]  # per design base: must / can be G or C
         self._window_rest = (np.concatenate([[0], np.cumsum(~design[:, ~_GC].any(1))]),
                              np.concatenate([[0], np.cumsum(design[:, _GC].any(1))]))
@@ -332,9 +333,9 @@ class ConstraintChecker:
     def coupling(self, allowed: np.ndarray) -> np.ndarray | None:
         """[k, 4] per-base mask when `allowed` is every combination of some allowed bases (a base-level
         draw then keeps it); None when the constraint couples the bases (draw the joint 6-mer)."""
-        per_base = np.array([np.bincount(self._digits[allowed, j], minlength=4) > 0 for j in range(self.k)])
-        product = np.logical_and.reduce([per_base[j][self._digits[:, j]] for j in range(self.k)])
-        return per_base if np.array_equal(product, allowed) else None
+        per_base = (allowed.astype(np.float32) @ self._one_hot).reshape(self.k, 4) > 0
+        # `allowed` lies within the product of its bases per position: equal when the sizes agree
+        return per_base if int(np.prod(per_base.sum(1))) == int(allowed.sum()) else None
 
 
 def search(checker: ConstraintChecker, n_tokens: int, fixed: str, order: np.ndarray,
