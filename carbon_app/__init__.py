@@ -26,6 +26,7 @@ from .genome.reference import Reference
 from .genome.scoring import describe_at, score_at, score_batch
 from .genome.vcf import score_vcf
 from .inference.annotate import VariantReport, describe_variant
+from .inference.constraints import DesignConstraints
 from .inference.generate import GenerationResult, generate, generate_stream
 from .inference.scan import ScanResult, scan_substitutions
 from .inference.score import SequenceScore, Variant, VariantScore, score_sequence, score_variant
@@ -40,5 +41,5 @@ __all__ = [
     "ModelBundle", "ModelManager", "load_bundle", "load_model", "SequenceScore", "Variant", "VariantScore",
     "score_sequence", "score_variant", "scan", "ScanResult", "SCHEMES", "TagScheme", "CarbonTokenizer", "DnaConfig",
     "CodingSequence", "Consequence", "VariantReport", "describe_variant", "Reference", "score_at", "describe_at",
-    "score_batch", "score_vcf",
+    "score_batch", "score_vcf", "DesignConstraints",
 ]
