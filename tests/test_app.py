@@ -211,6 +211,12 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_text("design 1").first.wait_for(timeout=60_000)
         page.get_by_text("bases/s").first.wait_for(timeout=60_000)
         page.screenshot(path=str(tmp_path / "design.png"), full_page=True)
+        page.get_by_text("Design constraints (enforced while sampling)").click()
+        page.get_by_label("Protein to encode (one-letter code; sets the length)", exact=True).fill("MSKGEELFTGVV")
+        page.get_by_label("Avoid sites (enzymes or IUPAC motifs)", exact=True).fill("BsaI, BsmBI")
+        page.get_by_role("button", name="Generate").click()
+        page.get_by_text("all 3 PASS").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "design_constrained.png"), full_page=True)
 
         page.get_by_role("tab", name="Variant").click()
         variant_box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)

@@ -1,0 +1,65 @@
+"""What every tab shares: the GPU queue, the top-of-page choices, error display, sequence inputs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import gradio as gr
+
+from ...assets import ASSETS
+from ..service import Service
+
+GPU = dict(concurrency_id="gpu", concurrency_limit=1)  # one request on the model at a time, all tabs
+FREE = dict(allow_custom_value=True)  # the value goes to the service or engine, which names a wrong one
+SCORING = [("reference FNS marginals", "marginal"), ("exact chain rule", "chain")]
+
+try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
+    import spaces
+
+    on_gpu = spaces.GPU
+except ImportError:
+    def on_gpu(fn):
+        return fn
+
+
+def fail(exc: Exception):
+    """Bad input or a model problem: a message in the page, not a traceback."""
+    raise gr.Error(str(exc), print_exception=False)
+
+
+def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
+    """A paste box with a FASTA upload beside it; the upload wins when both are given."""
+    text = gr.Textbox(label=label, lines=lines)
+    upload = gr.File(label="…or upload FASTA / GenBank", file_types=[".fa", ".fasta", ".fna", ".txt", ".gb", ".gbk"],
+                     height=130)
+    return text, upload
+
+
+@dataclass
+class Page:
+    """The service and the choices at the top of the page that every tab reads."""
+
+    service: Service
+    model: gr.Dropdown
+    species: gr.Dropdown
+    region: gr.Dropdown
+    examples: dict  # assets/examples/hbb.json
+    hbb: str  # the worked example's bases
+
+    @classmethod
+    def load_examples(cls) -> tuple[dict, str]:
+        examples = json.loads((ASSETS / "examples" / "hbb.json").read_text())
+        return examples, Service.sequence(None, str(ASSETS / "examples" / examples["file"]), "example")
+
+    @property
+    def models(self) -> list[str]:
+        return self.service.config.models
+
+    @property
+    def genomes(self) -> list[str]:
+        return list(self.service.config.genomes)
+
+    @property
+    def choices(self) -> list:
+        return [self.model, self.species, self.region]

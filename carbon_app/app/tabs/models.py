@@ -1,0 +1,77 @@
+"""Models: what is loaded, where and in what memory; draft pairing; each model's card."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ...errors import CarbonError, InputError
+from .. import formatting as fmt
+from .common import FREE, GPU, Page, fail
+
+
+def models_tab(page: Page, demo: gr.Blocks) -> None:
+    service = page.service
+    models = page.models
+    manager = service.manager
+    gr.Markdown(f"Device: **{manager.device}**, dtype **{str(manager.dtype)[6:]}**, memory budget "
+                f"**{manager.memory_budget_bytes / 2**30:.1f} GiB**. Models are chosen by the server (CARBON_MODEL / "
+                "CARBON_MODELS), never by a path typed here; genomes too (CARBON_REFERENCES): "
+                f"{', '.join(page.genomes) or 'none'}.")
+    with gr.Row():
+        chosen = gr.Dropdown(models + service.drafts(), value=models[0] if models else None, **FREE, label="Model")
+        load_button = gr.Button("Load")
+        unload_button = gr.Button("Unload")
+        refresh = gr.Button("Refresh")
+    table = gr.Dataframe(headers=["name", "device", "dtype", "head dtype", "memory", "parameters", "context (bases)",
+                                  "draft"], label="Loaded models")
+    pairing = gr.Markdown()
+    status = gr.JSON(visible=False)
+    with gr.Accordion("Model card", open=True):
+        card = gr.Markdown()
+
+    def models_info():
+        # server paths stay on the server (and a "path" key would read as a file to gradio_client)
+        loaded = [{k: v for k, v in m.items() if k != "path"} for m in manager.loaded()]
+        rows = [[m["name"], m["device"], m["dtype"], m["head_dtype"], f"{m['memory_bytes'] / 2**20:,.1f} MB",
+                 fmt.parameters(m["parameters"]), f"{m['context_bases']:,}", m["draft"] or ""] for m in loaded]
+        pairs = "\n".join(f"- **{m}** drafts with **{manager.draft_for(m) or 'none'}**" for m in models)
+        return rows, pairs or "No models configured.", {
+            "configured": models, "loaded": loaded, "requests_running": service.running,
+            "requests_stopped_early": service.stopped,
+            "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes()}
+
+    def model_card(name):
+        try:
+            bundle = service.model(name)
+        except CarbonError as exc:
+            fail(exc)
+        path = bundle.path / "README.md"
+        if not path.exists():
+            return f"No model card for {bundle.name}."
+        text = path.read_text()
+        if text.startswith("---"):  # YAML front matter is for the hub, not for reading
+            text = text.split("---", 2)[-1]
+        return text
+
+    def load(name):
+        try:
+            service.model(name)
+        except CarbonError as exc:
+            fail(exc)
+        return models_info()
+
+    def unload(name):
+        if name not in models + service.drafts():
+            fail(InputError(f"'{name}' is not one of this server's models ({', '.join(models)})"))
+        manager.unload(name)
+        return models_info()
+
+    shown = [table, pairing, status]
+    # a status read, answered at once even while a long request holds the GPU
+    refresh.click(models_info, None, shown, api_name="models", queue=False)
+    load_button.click(load, chosen, shown, api_name="load_model", **GPU).then(model_card, chosen, card,
+                                                                            api_name="model_card")
+    unload_button.click(unload, chosen, shown, api_name="unload_model", **GPU)
+    chosen.change(model_card, chosen, card, api_visibility="private")
+    demo.load(models_info, None, shown, api_visibility="private")
+    demo.load(model_card, chosen, card, api_visibility="private")  # the card on first view too

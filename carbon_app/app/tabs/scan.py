@@ -1,0 +1,58 @@
+"""Mutation scan: every substitution of a region, with consequences where a coding sequence is known."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ...errors import CarbonError
+from ...inference.score import DEFAULT_WINDOW
+from .. import formatting as fmt
+from ..plots import consequence_figure, scan_figure
+from ..service import Service
+from .common import FREE, GPU, SCORING, Page, fail, on_gpu, sequence_inputs
+
+
+def scan_tab(page: Page) -> None:
+    service, examples = page.service, page.examples
+    with gr.Row():
+        with gr.Column(scale=3):
+            sequence, upload = sequence_inputs("Sequence (bases, FASTA or GenBank)")
+        with gr.Column(scale=2):
+            with gr.Row():
+                start = gr.Number(label="Region start (1-based)", value=1)
+                end = gr.Number(label="Region end", value=60)
+            window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
+            method = gr.Dropdown(SCORING, value="marginal", label="Scoring", **FREE)
+            cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,…",
+                             info="names each substitution's consequence")
+            button = gr.Button("Scan every substitution", variant="primary")
+    heatmap = gr.Plot(label="delta log-likelihood of every substitution")
+    by_class = gr.Plot(label="By consequence (with a coding sequence)")
+    summary = gr.Markdown(elem_classes="carbon-table")
+    download = gr.File(label="Download (TSV)")
+    with gr.Accordion("Raw result (JSON)", open=False):
+        raw = gr.JSON()
+    region_start, region_end = examples["scan_region"]
+    gr.Examples([[page.hbb, region_start, region_end, 1500, examples["hbb_cds"]]],
+                inputs=[sequence, start, end, window, cds], label="Example: the first 30 codons of HBB")
+
+    @on_gpu
+    def scan(model, species, region, sequence, upload, start, end, window, method, cds=None,
+             progress=gr.Progress()):  # noqa: B008
+        try:
+            record = Service.record(sequence, upload, "sequence")
+            progress(0, desc="scoring every substitution")
+            result, consequences = service.scan(
+                model, record.sequence, start, end, cds, record.coding, window=window, species=species,
+                region=region, method=method, progress=lambda done: progress(done, desc="scoring every substitution"))
+        except (CarbonError, ValueError, OSError) as exc:
+            fail(exc)
+        rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
+            else result.rows()
+        text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.trust_note(service.model(model)),
+                            fmt.RESEARCH_NOTE])
+        return {heatmap: scan_figure(result), by_class: consequence_figure(result, consequences) if consequences
+                else None, summary: text, download: service.scan_file(result, consequences), raw: {"rows": rows}}
+
+    button.click(scan, [*page.choices, sequence, upload, start, end, window, method, cds],
+                 [heatmap, by_class, summary, download, raw], api_name="scan", **GPU)

@@ -1,0 +1,135 @@
+"""Variant: one variant in a pasted sequence or at a genome's coordinates, with its consequence, its
+context and a link that opens the page on it."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ...errors import CarbonError, InputError
+from ...inference.score import DEFAULT_WINDOW
+from .. import formatting as fmt
+from ..plots import site_figure, variant_figure
+from ..service import DEMO_GENOME, NO_GENOME, Service
+from .common import FREE, GPU, SCORING, Page, fail, on_gpu, sequence_inputs
+
+CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
+
+
+def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
+    service, examples = page.service, page.examples
+    with gr.Row():
+        with gr.Column(scale=3):
+            genome = gr.Dropdown([("none: the variant is in the sequence below", NO_GENOME), *page.genomes],
+                                 value=NO_GENOME, label="Genome", **FREE,
+                                 info="choose one to give the variant at its coordinates")
+            reference, upload = sequence_inputs("Reference sequence (bases, FASTA or GenBank)")
+        with gr.Column(scale=2):
+            change = gr.Textbox(label="Variant", placeholder="120:A>G, 57:AT>A, 88:C>CTT in the sequence; "
+                                "chr11:5227002:T>A with a genome",
+                                info="1-based; at coordinates also chr11-5227002-T-A, 11:g.5227002T>A or a VCF line")
+            alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
+            window = gr.Number(label="Window (bases, centred on the variant)", value=DEFAULT_WINDOW)
+            strand = gr.Checkbox(label="Average with the reverse-complement strand")
+            method = gr.Dropdown(SCORING, value="marginal", label="Scoring", **FREE)
+            cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,1409..1631,…",
+                             info="a start, exons or complement(…): names the consequence; a GenBank upload's CDS "
+                                  "is used when empty")
+            context = gr.Number(label="Context (bases either side, 0 = off)", value=CONTEXT_BASES,
+                                info="ranks the delta among every substitution that close")
+            button = gr.Button("Score variant", variant="primary")
+    verdict = gr.Markdown(fmt.RESEARCH_NOTE)
+    share = gr.Markdown()
+    tracks = gr.Plot(label="Per-base tracks")
+    site = gr.Plot(label="Base probabilities at the site")
+    track_table = gr.Dataframe(headers=["ref position", "ref log-prob", "alt log-prob", "delta"],
+                               label="Aligned tracks", max_height=300)
+    files = gr.File(label="Downloads (TSV, JSON)", file_count="multiple")
+    with gr.Accordion("Raw result (JSON)", open=False):
+        raw = gr.JSON()
+    gr.Examples([[page.hbb, v["variant"], "", 1500, True, NO_GENOME, examples["hbb_cds"]]
+                 for v in examples["variants"]],
+                inputs=[reference, change, alternate, window, strand, genome, cds],
+                label="Worked example: human beta-globin (HBB), " + "; ".join(
+                    f"{v['variant']} = {v['hgvs']}, {v['name']}" for v in examples["variants"]))
+    if DEMO_GENOME in page.genomes:
+        gr.Examples([["", f"{examples['genome_contig']}:{v['variant']}", "", 1500, True, DEMO_GENOME,
+                      examples["hbb_cds"]] for v in examples["variants"]],
+                    inputs=[reference, change, alternate, window, strand, genome, cds],
+                    label=f"The same at coordinates on the bundled {DEMO_GENOME} genome")
+
+    def score_one(model, species, region, reference, upload, change, alternate, window, strand, method, genome,
+                  cds, context, request, progress) -> dict:
+        """A variant in a pasted sequence or at a genome's coordinates: the verdict, plots, table, files, a link."""
+        options = dict(window=window, strand_average=bool(strand), species=species, region=region, method=method)
+
+        def ranking(done: float) -> None:
+            progress(done, desc="ranking it among the substitutions nearby")
+
+        try:
+            if genome and genome != NO_GENOME:
+                if (reference or "").strip() or upload or (alternate or "").strip():
+                    raise InputError(f"the genome {genome} is chosen, so the variant is read from it: clear the "
+                                     "pasted sequence (or choose the genome 'none' to score within it)")
+                genomic, report = service.score_at(model, genome, change, cds, context, ranking, **options)
+                data = {**genomic.to_dict(), **report.to_dict(), "genome_window_start": genomic.window_start}
+                here = dict(request.headers).get("referer") if request else None
+                link = fmt.share_link(here, genome=genome, variant=change.strip(), model=model, window=window,
+                                      strand=int(bool(strand)), cds=cds, context=context)
+            else:
+                record = Service.record(reference, upload, "reference sequence")
+                genomic = None
+                report = service.score(model, record.sequence, change, alternate, cds, record.coding, context,
+                                       ranking, **options)
+                data = report.to_dict()
+                link = "*A link to a result needs a genome (a pasted sequence is too long for a link).*"
+        except (CarbonError, ValueError, OSError) as exc:
+            fail(exc)
+        shown = genomic.placed if genomic else report.score  # positions on the contig when there is one
+        text = "\n\n".join([fmt.variant_markdown(report, genomic), fmt.trust_note(service.model(model)),
+                            fmt.RESEARCH_NOTE])
+        return {verdict: text, tracks: variant_figure(shown), site: site_figure(shown),
+                track_table: fmt.track_rows(shown), files: service.variant_files(shown, data), share: link, raw: data}
+
+    @on_gpu
+    def variant(model, species, region, reference, upload, change, alternate, window, strand, method,
+                genome=NO_GENOME, cds=None, context=CONTEXT_BASES, request: gr.Request = None,
+                progress=gr.Progress()):  # noqa: B008
+        return score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
+                         genome, cds, context, request, progress)
+
+    def from_link(request: gr.Request):
+        """The tab's inputs from the page's URL (?genome=…&variant=…): a shared link opens on them."""
+        query = dict(request.query_params) if request else {}
+        if not query.get("variant"):
+            return {run_from_link: False}
+        chosen = query.get("model")
+
+        def number(key: str, default: int):  # as typed in the link; the engine names a wrong one
+            text = query.get(key, "")
+            try:
+                return float(text) if text else default
+            except ValueError:
+                return text
+
+        fields = {tabs: gr.Tabs(selected="variant"), genome: query.get("genome", NO_GENOME),
+                  change: query["variant"], window: number("window", DEFAULT_WINDOW),
+                  strand: query.get("strand") == "1", cds: query.get("cds", ""), context: number("context", 0),
+                  reference: "", run_from_link: True}
+        return {**fields, page.model: chosen} if chosen in page.models else fields
+
+    @on_gpu
+    def variant_from_link(run, model, species, region, reference, upload, change, alternate, window, strand, method,
+                          genome, cds, context, request: gr.Request, progress=gr.Progress()):  # noqa: B008
+        if not run:
+            return {}
+        return score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
+                         genome, cds, context, request, progress)
+
+    inputs = [*page.choices, reference, upload, change, alternate, window, strand, method, genome, cds, context]
+    outputs = [verdict, tracks, site, track_table, files, share, raw]
+    button.click(variant, inputs, outputs, api_name="score_variant", **GPU)
+    # a shared link (?genome=…&variant=…) opens this tab on its inputs and scores them
+    run_from_link = gr.State(False)
+    demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, cds, context, reference,
+                                run_from_link], api_visibility="private", queue=False).then(
+        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", **GPU)

@@ -1,0 +1,59 @@
+"""VCF batch: an uploaded VCF scored against one of the server's genomes, every record back annotated."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ...assets import ASSETS
+from ...errors import CarbonError
+from ...inference.score import DEFAULT_WINDOW
+from .. import formatting as fmt
+from ..plots import vcf_figure
+from ..service import DEMO_GENOME
+from .common import FREE, GPU, SCORING, Page, fail, on_gpu
+
+
+def vcf_tab(page: Page) -> None:
+    service = page.service
+    genomes = page.genomes
+    gr.Markdown("Score every ALT allele of a VCF against one of this server's genomes. Every record comes back, in "
+                "order, with INFO `CARBON_DELTA` or the reason it has none (`CARBON_PROBLEM`). Up to "
+                f"{service.config.max_vcf_alts:,} ALT alleles here; the command line (`score-vcf`) has no limit.")
+    with gr.Row():
+        with gr.Column(scale=3):
+            genome = gr.Dropdown(genomes, value=genomes[0] if genomes else None, label="Genome", **FREE)
+            upload = gr.File(label="VCF (.vcf or bgzipped .vcf.gz)", file_types=[".vcf", ".gz"], height=130)
+        with gr.Column(scale=2):
+            window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
+            strand = gr.Checkbox(label="Average with the reverse-complement strand")
+            method = gr.Dropdown(SCORING, value="marginal", label="Scoring", **FREE)
+            context = gr.Number(label="Context (bases either side, 0 = off)", value=0,
+                                info="adds CARBON_CONTEXT: the share of nearby substitutions each ALT is more "
+                                     "damaging than")
+            button = gr.Button("Score VCF", variant="primary")
+    summary = gr.Markdown()
+    plot = gr.Plot(label="Deltas along the genome")
+    table = gr.Dataframe(headers=fmt.VCF_TABLE_COLUMNS, label="Every ALT allele (click a column to sort)",
+                         max_height=400, elem_classes="carbon-table")
+    files = gr.File(label="Downloads (annotated VCF, TSV)", file_count="multiple")
+    if DEMO_GENOME in genomes:
+        gr.Examples([[DEMO_GENOME, str(ASSETS / "examples" / page.examples["vcf"])]], inputs=[genome, upload],
+                    label="Example: HBB variants (HbS, HbC, HbE, thalassaemia alleles, one wrong REF)")
+
+    @on_gpu
+    def score(model, species, region, genome, upload, window, strand, method, context,
+              progress=gr.Progress()):  # noqa: B008
+        def tell(done: int, total: int) -> None:
+            progress(done / max(total, 1), desc=f"{done:,} of {total:,} ALT alleles")
+
+        try:
+            result, paths, rows = service.score_vcf(model, genome, upload, progress=tell, window=window,
+                                                    strand_average=bool(strand), species=species, region=region,
+                                                    method=method, context=context)
+        except (CarbonError, ValueError, OSError) as exc:
+            fail(exc)
+        text = "\n\n".join([fmt.vcf_markdown(result), fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
+        return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
+
+    button.click(score, [*page.choices, genome, upload, window, strand, method, context],
+                 [summary, plot, table, files], api_name="score_vcf", **GPU)
