@@ -194,15 +194,20 @@ def test_number_fields_at_their_limits_are_served(client):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def _chromium(playwright):
+    """Debian's Chromium, headless, with nothing reaching out of the machine."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"])
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = _chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page.goto(server)
         page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
@@ -269,9 +274,7 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
 
     stopped_before = _stopped(client)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = _chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page.goto(server)
         bases = page.get_by_label("Bases to generate (exact)", exact=True)
@@ -303,9 +306,7 @@ def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = _chromium(p)
         page = browser.new_page(viewport={"width": 400, "height": 1600})
         page.goto(server)
         page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
@@ -556,9 +557,7 @@ def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(serve
     query = urlencode({"genome": "HBB-locus-demo", "variant": f"{HBB['genome_contig']}:1206:A>T", "window": 300,
                        "cds": HBB["hbb_cds"], "context": 0})
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = _chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         page.goto(f"{server}?{query}")
         page.get_by_text("missense p.Glu7Val").first.wait_for(timeout=60_000)
