@@ -215,6 +215,9 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_role("button", name="Generate").click()
         page.get_by_text("design 1").first.wait_for(timeout=60_000)
         page.get_by_text("bases/s").first.wait_for(timeout=60_000)
+        block = page.locator(".carbon-seq").first.inner_text()
+        assert [line.split()[0] for line in block.splitlines()[1:]] == ["1", "61"]  # numbered lines of 60
+        assert page.get_by_role("button", name="Copy").count() >= 1 or page.locator("button[aria-label*='opy']").count()
         page.screenshot(path=str(tmp_path / "design.png"), full_page=True)
         page.get_by_text("Design constraints (enforced while sampling)").click()
         page.get_by_label("Protein to encode (one-letter code; sets the length)", exact=True).fill("MSKGEELFTGVV")
@@ -236,6 +239,7 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         variant_box.fill("1206:G>A")
         page.get_by_role("button", name="Score variant").click()
         page.get_by_text("has 'A' at position 1206").first.wait_for(timeout=30_000)
+        assert page.get_by_text("delta = LL(alt)").count() == 0  # the earlier result is gone, not beside the error
         page.screenshot(path=str(tmp_path / "variant_error.png"), full_page=True)
 
         page.get_by_role("tab", name="Mutation scan").click()
@@ -302,7 +306,7 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
 
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server):
+def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -318,6 +322,9 @@ def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server):
         table = page.locator(".carbon-table table").first
         assert table.evaluate("t => getComputedStyle(t).overflowX") == "auto"
         assert table.evaluate("t => t.scrollWidth > t.clientWidth")  # wider than the phone: it scrolls
+        # the designs wrap in numbered lines inside their own scroller: the page itself never scrolls sideways
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+        page.screenshot(path=str(tmp_path / "phone_design.png"), full_page=True)
         browser.close()
 
 
@@ -543,7 +550,7 @@ def test_a_scan_with_a_coding_sequence_names_each_consequence(client):
                          HBB["hbb_cds"], api_name="/scan")
     rows = out[-1]["rows"]
     assert len(rows) == 27 and rows[0][:3] == [start, "A", "C"] and rows[0][4] == "start-loss p.Met1Leu (ATG>CTG)"
-    assert "| synonymous |" in out[2] and "| missense |" in out[2]
+    assert "| synonymous |" in out[3] and "| missense |" in out[3]
     assert out[1] is not None
 
 

@@ -38,3 +38,32 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
 
 def test_model_sizes_read_as_people_write_them():
     assert fmt.parameters(5_482_752) == "5.5M" and fmt.parameters(3_012_345_678) == "3.01B"
+
+
+def test_a_sequence_reads_as_genbank_lays_it_out():
+    import re
+
+    from carbon_app.app.formatting import sequence_block
+
+    seq = "ACGT" * 40  # 160 bases
+    block = sequence_block(seq, first=1001, marked={0}, highlight={5: "#ffd6d6"})
+    text = re.sub(r"<[^>]+>", "", block)
+    lines = text.splitlines()
+    assert [line.split()[0] for line in lines] == ["1,001", "1,061", "1,121"]  # each line led by its position
+    assert [len(g) for g in lines[0].split()[1:]] == [10] * 6 and [len(g) for g in lines[2].split()[1:]] == [10] * 4
+    assert "".join("".join(line.split()[1:]) for line in lines) == seq
+    assert "text-decoration:underline" in block and "background:#ffd6d6" in block
+
+
+def test_a_variant_is_shown_highlighted_in_both_alleles():
+    from carbon_app.app.formatting import variant_blocks
+    from carbon_app.inference.score import Variant, VariantScore
+
+    ref = "A" * 40 + "G" + "C" * 40
+    scored = VariantScore(variant=Variant(141, "G", "T"), delta=0.0, ll_ref=0, ll_alt=0, window_start=101,
+                          window_end=181, ref_window=ref, alt_window=ref[:40] + "T" + ref[41:], ref_logprobs=[],
+                          alt_logprobs=[], aligned_ref_pos=[], aligned_ref_logprobs=[], aligned_alt_logprobs=[],
+                          site_probs_ref={}, site_probs_alt={}, method="marginal", strand_average=False)
+    html = variant_blocks(scored, reach=10)
+    assert "reference 131–151" in html and "alternate (141:G&gt;T)" in html
+    assert 'background:#e6e6e6;font-weight:bold">G<' in html and 'background:#ffd6d6;font-weight:bold">T<' in html

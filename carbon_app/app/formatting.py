@@ -13,21 +13,83 @@ RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical cla
                  "the bundled demo models are for demonstration, not biological conclusions.*")
 
 
-def bases_html(prompt: str, fixed: str, sequences: list[str]) -> str:
-    def coloured(seq: str) -> str:
-        return "".join(f'<span style="color:{BASE_COLOURS.get(b, "#555")}">{b}</span>' for b in seq)
+LINE, GROUP = 60, 10  # bases per line and per group, as GenBank and SnapGene lay sequences out
 
-    shown = prompt[-60:]
-    blocks = []
-    for i, seq in enumerate(sequences, start=1):
-        blocks.append(
-            f'<div class="carbon-seq"><b>design {i}</b> ({len(seq):,} bases)<br>'
-            f'<span style="color:#999" title="prompt">{"…" if len(prompt) > 60 else ""}{html.escape(shown)}</span>'
-            f'{coloured(seq)}</div>')
-    carried = (f" (its last {len(fixed)} base{'s continue' if len(fixed) > 1 else ' continues'} into the first "
-               "generated 6-mer)") if fixed else ""
-    legend = f'<div style="font-size:0.85em;color:#666">grey: prompt{carried}; coloured: generated bases</div>'
-    return legend + "".join(blocks)
+
+def sequence_block(seq: str, first: int = 1, marked: set[int] | None = None, highlight: dict[int, str] | None = None,
+                   title: str = "") -> str:
+    """Bases as a biologist reads them: 60 a line in groups of 10, each line led by its first position
+    (numbered from `first`), coloured by base; positions in `marked` (0-based) underlined (fixed by a
+    mask), those in `highlight` drawn on the given background (a variant)."""
+    marked, highlight = marked or set(), highlight or {}
+    width = len(f"{first + max(len(seq) - 1, 0):,}")
+    lines = []
+    for start in range(0, len(seq), LINE):
+        groups = []
+        for g in range(start, min(start + LINE, len(seq)), GROUP):
+            spans = []
+            for i in range(g, min(g + GROUP, len(seq), start + LINE)):
+                style = f"color:{BASE_COLOURS.get(seq[i], '#555')}"
+                if i in marked:
+                    style += ";text-decoration:underline"
+                if i in highlight:
+                    style += f";background:{highlight[i]};font-weight:bold"
+                spans.append(f'<span style="{style}">{html.escape(seq[i])}</span>')
+            groups.append("".join(spans))
+        lines.append(f'<span class="carbon-ruler">{first + start:>{width},}</span> ' + " ".join(groups))
+    heading = f"<b>{html.escape(title)}</b><br>" if title else ""
+    return f'<div class="carbon-seq">{heading}' + "\n".join(lines) + "</div>"
+
+
+def bases_html(prompt: str, fixed: str, sequences: list[str], mask: str | None = None) -> str:
+    """Each design as a numbered block (1 = its first new base) under the prompt's last bases; bases a mask
+    fixes are underlined."""
+    marked = {i for i, code in enumerate(mask or "") if code in "ACGT"}
+    shown = prompt[-LINE:]
+    context = (f'<div class="carbon-prompt">prompt{" (last 60 bases)" if len(prompt) > LINE else ""}: '
+               f'<span>{html.escape(shown)}</span>'
+               + (f" (its last {len(fixed)} base{'s continue' if len(fixed) > 1 else ' continues'} into the first "
+                  "generated 6-mer)" if fixed else "") + "</div>") if prompt else ""
+    blocks = [sequence_block(seq, 1, marked, title=f"design {i} ({len(seq):,} bases)")
+              for i, seq in enumerate(sequences, start=1)]
+    legend = ('<div style="font-size:0.85em;color:#666">positions count from the first new base'
+              + ("; underlined: fixed by the mask" if marked else "") + "</div>")
+    return context + legend + "".join(blocks)
+
+
+def design_provenance(result) -> str:
+    """What made a design, in one line: enough to make it again."""
+    tags = result.prompt_text.split("<dna>")[0] or "none"
+    parts = [f"model **{result.model}**", f"tags `{tags}`", f"mode {result.mode}",
+             "greedy" if result.temperature == 0 else f"temperature {result.temperature:g}",
+             f"top-k {result.top_k or 'off'}", f"top-p {result.top_p:g}", f"seed {result.seed}",
+             f"mask {'given' if result.mask else 'none'}", f"prompt {len(result.prompt):,} bases"]
+    if result.constraints:
+        parts.append("constraints " + ", ".join(f"{k}={v}" for k, v in result.constraints.describe().items()
+                                                 if v not in (None, "", 0, [])))
+    return "*Made with " + "; ".join(parts) + ".*"
+
+
+def variant_blocks(scored, reach: int = 30) -> str:
+    """The reference and the alternate around the variant, numbered, the changed bases highlighted."""
+    offset = scored.variant.pos - scored.window_start  # the variant's place in the window
+    lo = max(0, offset - reach)
+    ref_hi = min(len(scored.ref_window), offset + len(scored.variant.ref) + reach)
+    alt_hi = min(len(scored.alt_window), offset + len(scored.variant.alt) + reach)
+    first = scored.window_start + lo
+    ref = sequence_block(scored.ref_window[lo:ref_hi], first,
+                         highlight={offset - lo + i: "#e6e6e6" for i in range(len(scored.variant.ref))},
+                         title=f"reference {first:,}–{first + ref_hi - lo - 1:,}")
+    alt = sequence_block(scored.alt_window[lo:alt_hi], first,
+                         highlight={offset - lo + i: "#ffd6d6" for i in range(len(scored.variant.alt))},
+                         title=f"alternate ({scored.variant})")
+    return ref + alt
+
+
+def fasta_text(sequences: list[str], settings: str = "") -> str:
+    """The designs as FASTA, 60 bases a line, for copying."""
+    return "".join(f">design_{i} {settings}".rstrip() + "\n" + "\n".join(seq[j : j + LINE] for j in
+                   range(0, len(seq), LINE)) + "\n" for i, seq in enumerate(sequences, start=1))
 
 
 def verdict(scored) -> str:
@@ -65,6 +127,21 @@ def variant_markdown(report, genomic=None) -> str:
         parts.append(f"**In context:** {report.context.sentence()} (positions {offset + report.context.start:,}–"
                      f"{offset + report.context.end:,}{where}, each substitution scored the same way).")
     return "\n\n".join(parts)
+
+
+def score_provenance(model: str, scored) -> str:
+    """What produced a variant score, in one line."""
+    tags = (scored.species_tag or "") + (scored.region_tag or "") or "none"
+    return (f"*Scored with model **{model}**; tags `{tags}`; {len(scored.frame_deltas)} frame(s) of "
+            f"{scored.frame_bases:,}-base windows; {'both strands' if scored.strand_average else 'one strand'}; "
+            f"{'reference FNS marginals' if scored.method == 'marginal' else 'exact chain rule'}.*")
+
+
+def scan_provenance(model: str, scan) -> str:
+    tags = scan.prompt_text.split("<dna>")[0] or "none"
+    return (f"*Scanned with model **{model}**; tags `{tags}`; {len(scan.frame_deltas)} frame(s) of "
+            f"{scan.frame_bases:,}-base windows; "
+            f"{'reference FNS marginals' if scan.method == 'marginal' else 'exact chain rule'}.*")
 
 
 def share_link(page_url: str | None, **query) -> str:

@@ -24,6 +24,10 @@ from .tabs.vcf import vcf_tab
 #: On a phone-width page (400 px) a wide table scrolls sideways instead of squeezing each column to a letter.
 CSS = """
 .carbon-table table { display: block; overflow-x: auto; white-space: nowrap; }
+.carbon-seq { font-family: ui-monospace, monospace; white-space: pre; overflow-x: auto; margin: 0.4em 0;
+              line-height: 1.45; }
+.carbon-ruler { color: #888; user-select: none; }
+.carbon-prompt { font-family: ui-monospace, monospace; color: #999; overflow-x: auto; white-space: nowrap; }
 """
 
 

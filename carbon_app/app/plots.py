@@ -32,34 +32,59 @@ def confidence_figure(base_probs: list[list[float]], base_entropy: list[list[flo
     return fig
 
 
+REF_GREY, ALT_RED = "#7f7f7f", "#d62728"
+VIEW = 50  # bases either side of the variant in the default view; the range slider reaches the whole window
+
+
 def variant_figure(score) -> go.Figure:
-    """Ref and alt per-base log-probabilities overlaid on aligned columns, the delta track, the site."""
-    pos = [p if p is not None else None for p in score.aligned_ref_pos]
-    x = list(range(len(pos)))
-    labels = [str(p) if p is not None else "ins" for p in pos]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.65, 0.35],
-                        subplot_titles=(f"log-probability per base ({score.variant} dashed)", "alt - ref"))
-    fig.add_trace(go.Scatter(x=x, y=score.aligned_ref_logprobs, mode="lines", name="reference", text=labels,
-                             hovertemplate="position %{text}<br>%{y:.3f}<extra>ref</extra>"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=score.aligned_alt_logprobs, mode="lines", name="alternate", text=labels,
-                             hovertemplate="position %{text}<br>%{y:.3f}<extra>alt</extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=x, y=score.aligned_delta, name="delta", text=labels, marker_color="#7f7f7f",
-                         hovertemplate="position %{text}<br>%{y:.3f}<extra>alt - ref</extra>"), row=2, col=1)
-    site = next((i for i, p in enumerate(pos) if p is not None and p >= score.variant.pos), 0)
+    """Reference (grey) and alternate (red) per-base log-probabilities overlaid on aligned columns, the delta
+    as bars beneath, in the manner of AlphaGenome's variant tracks: opening on +/-50 bases around the
+    variant with the bases as tick labels, a range slider for the whole window; an indel's missing bases
+    are gaps in the allele that lacks them."""
+    positions = score.aligned_ref_pos
+    x = list(range(len(positions)))
+    start = score.window_start
+    bases = [score.ref_window[p - start] if p is not None and 0 <= p - start < len(score.ref_window) else "+"
+             for p in positions]
+    hover = [f"{b}{p:,}" if p is not None else "inserted" for b, p in zip(bases, positions, strict=True)]
+    site = next((i for i, p in enumerate(positions) if p is not None and p >= score.variant.pos), 0)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.62, 0.38],
+                        subplot_titles=(f"log-probability per base, {score.variant}", "alt − ref"))
+    fig.add_trace(go.Scatter(x=x, y=score.aligned_ref_logprobs, mode="lines", name="reference", text=hover,
+                             line=dict(color=REF_GREY, width=2.5),
+                             hovertemplate="%{text}<br>%{y:.3f}<extra>ref</extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=score.aligned_alt_logprobs, mode="lines", name="alternate", text=hover,
+                             line=dict(color=ALT_RED, width=1.5), opacity=0.85,
+                             hovertemplate="%{text}<br>%{y:.3f}<extra>alt</extra>"), row=1, col=1)
+    deltas = [d if d is not None else 0.0 for d in score.aligned_delta]
+    fig.add_trace(go.Bar(x=x, y=deltas, name="delta", text=hover, showlegend=False,
+                         marker_color=[ALT_RED if d < 0 else "#1f77b4" for d in deltas],
+                         hovertemplate="%{text}<br>%{y:+.3f}<extra>alt − ref</extra>"), row=2, col=1)
     for row in (1, 2):
-        fig.add_vline(x=site, line_dash="dash", line_color="crimson", row=row, col=1)
-    ticks = x[:: max(1, len(x) // 10)]
-    fig.update_xaxes(tickvals=ticks, ticktext=[labels[i] for i in ticks], title_text="sequence position", row=2, col=1)
-    fig.update_layout(height=460, margin=dict(l=50, r=20, t=50, b=40), hovermode="x unified")
+        fig.add_vline(x=site, line_dash="dot", line_color="#444", line_width=1, row=row, col=1)
+    view = [max(-0.5, site - VIEW - 0.5), min(len(x) - 0.5, site + VIEW + 0.5)]
+    fig.update_xaxes(tickvals=x, ticktext=bases, tickfont=dict(size=9, family="monospace"), tickangle=0,
+                     range=view, row=1, col=1)
+    fig.update_xaxes(tickvals=x, ticktext=bases, tickfont=dict(size=9, family="monospace"), tickangle=0,
+                     range=view, rangeslider=dict(visible=True, thickness=0.08), row=2, col=1,
+                     title_text=f"bases of the window (drag the slider to see all {len(x):,} columns)")
+    fig.update_layout(height=520, margin=dict(l=50, r=20, t=50, b=40), hovermode="x unified",
+                      legend=dict(orientation="h", y=1.08, x=1, xanchor="right"))
     return fig
 
 
 def site_figure(score) -> go.Figure:
-    """A/C/G/T probabilities at the variant's first base, in the reference and alternate contexts."""
+    """A/C/G/T probabilities at the variant's first base, in the reference and alternate contexts, with the
+    reference and alternate bases marked."""
     bases = list("ACGT")
+    ref_base = score.variant.ref[0]
+    alt_base = score.variant.alt[0] if len(score.variant.alt) == len(score.variant.ref) else None
+    labels = [f"{b} (ref)" if b == ref_base else f"{b} (alt)" if b == alt_base else b for b in bases]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=bases, y=[score.site_probs_ref[b] for b in bases], name="reference context",
-                         marker_color=[BASE_COLOURS[b] for b in bases]))
+    fig.add_trace(go.Bar(x=labels, y=[score.site_probs_ref[b] for b in bases], name="reference context",
+                         marker=dict(color=[BASE_COLOURS[b] for b in bases],
+                                     line=dict(color=["#000" if b in (ref_base, alt_base) else "rgba(0,0,0,0)"
+                                                      for b in bases], width=2))))
     fig.update_layout(height=260, margin=dict(l=40, r=20, t=40, b=30), yaxis=dict(range=[0, 1]),
                       title=dict(text=f"base probabilities at {score.variant.pos:,}", x=0.5, xanchor="center",
                                  automargin=True))  # centred: the panel's own label covers the top left
@@ -127,4 +152,31 @@ def vcf_figure(rows: list[list[str]]) -> go.Figure:
     fig.add_hline(y=0, line_color="#999", line_width=1)
     fig.update_layout(height=320, margin=dict(l=50, r=20, t=40, b=40), xaxis_title="position on the contig",
                       yaxis_title="delta LL")
+    return fig
+
+
+LOGO_BASES = 120  # positions a logo shows: enough to read, few enough to stay legible
+
+
+def logo_figure(marginals, first: int = 1, title: str = "design 1"):
+    """A probability logo of per-base distributions [L, 4] (A T C G), as biologists read them: each column's
+    letters stacked to 1, the likeliest on top (a bits logo flattens a small model's near-uniform columns to
+    nothing); drawn by logomaker (matplotlib)."""
+    import logomaker
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    shown = np.asarray(marginals, dtype=float)[:LOGO_BASES]
+    frame = pd.DataFrame(shown, columns=list(BASES), index=range(first, first + len(shown)))
+    fig, ax = plt.subplots(figsize=(max(6.0, len(shown) * 0.14), 2.2))
+    logomaker.Logo(frame, ax=ax, color_scheme={b: BASE_COLOURS[b] for b in BASES}, font_name="DejaVu Sans Mono")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("probability")
+    more = f" (first {LOGO_BASES} of {len(marginals):,} bases)" if len(marginals) > LOGO_BASES else ""
+    ax.set_title(f"{title}: what the model allowed at each base{more}", fontsize=9)
+    fig.tight_layout()
+    plt.close(fig)
     return fig

@@ -71,6 +71,7 @@ class GenerationResult:
     seconds: float
     base_probs: list[list[float]] = field(default_factory=list)  # P(chosen base) per position
     base_entropy: list[list[float]] = field(default_factory=list)  # bits, per position
+    base_marginals: np.ndarray | None = None  # [samples, n_bases, 4] (A T C G): what each base was drawn from
     speculative: SpeculativeStats | None = None  # draft statistics when a draft model proposed tokens
     done: bool = True
     constraints: DesignConstraints | None = None  # enforced while sampling
@@ -84,6 +85,7 @@ class GenerationResult:
         data["bases_per_second"] = self.bases_per_second
         data["speculative"] = self.speculative.to_dict() if self.speculative else None
         data["constraints"] = self.constraints.describe() if self.constraints else None
+        data.pop("base_marginals")  # 4 numbers a base: for plots and notebooks, too many for every JSON
         return data
 
 
@@ -337,7 +339,7 @@ def generate_stream(
     noise = None if params.greedy else StepNoise(seed, samples, bundle.tokenizer.n_kmers, bundle.device)
     allowed = torch.from_numpy(plan.allowed).to(bundle.device)
     k, start = bundle.k, len(plan.fixed_bases)
-    kmers, probs, entropy = [], [], []
+    kmers, probs, entropy, marginal_steps = [], [], [], []
     began = time.perf_counter()
 
     def result(done: bool) -> GenerationResult:
@@ -345,6 +347,7 @@ def generate_stream(
         end = start + plan.n_bases
         sequences = [bundle.tokenizer.kmer_bases(row)[start:end] for row in chosen]
         p = torch.cat(probs, dim=1)[:, start:end].cpu() if probs else torch.zeros(samples, 0)
+        m = torch.cat(marginal_steps, dim=1)[:, start:end].cpu().numpy() if done and marginal_steps else None
         h = torch.cat(entropy, dim=1)[:, start:end].cpu() if entropy else torch.zeros(samples, 0)
         return GenerationResult(
             sequences=sequences,
@@ -364,6 +367,7 @@ def generate_stream(
             seconds=time.perf_counter() - began,
             base_probs=p.tolist(),
             base_entropy=h.tolist(),
+            base_marginals=m,
             speculative=stats,
             done=done,
             constraints=constraints,
@@ -382,13 +386,14 @@ def generate_stream(
         steps = enumerate(speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, noise,
                                                    stats, always=draft_always))
     for step, (kmer, logprobs) in steps:
-        del kmers[step:], probs[step:], entropy[step:]  # a step back retakes the tokens from `step` on
+        del kmers[step:], probs[step:], entropy[step:], marginal_steps[step:]  # a step back retakes from `step`
         kmers.append(kmer)
         # confidence of each chosen base under the marginals it was drawn from
         marginals = log_marginals(logprobs)  # [samples, k, 4]
         digits = kmer_digits(kmer, k)
         probs.append(marginals.gather(-1, digits.unsqueeze(-1)).squeeze(-1).exp())
         entropy.append(torch.special.entr(marginals.exp()).sum(-1).div(math.log(2)))
+        marginal_steps.append(marginals.exp())
         if stream_every > 0 and len(kmers) % stream_every == 0 and len(kmers) < plan.n_tokens:
             yield result(done=False)
     yield result(done=True)

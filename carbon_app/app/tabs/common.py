@@ -36,6 +36,13 @@ def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
     return text, upload
 
 
+def run_on_click(button: gr.Button, fn, inputs: list, outputs: list, api_name: str):
+    """Clear the outputs the moment the button is pressed, then run `fn`: an error never sits beside an
+    earlier run's results, and a new result never beside an old one."""
+    cleared = button.click(lambda: [None] * len(outputs), None, outputs, queue=False, api_visibility="private")
+    return cleared.then(fn, inputs, outputs, api_name=api_name, **GPU)
+
+
 @dataclass
 class Page:
     """The service and the choices at the top of the page that every tab reads."""

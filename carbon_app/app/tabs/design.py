@@ -8,9 +8,9 @@ from ...core.dna import mask_from_template
 from ...errors import CarbonError
 from ...inference.generate import MAX_SAMPLES
 from .. import formatting as fmt
-from ..plots import confidence_figure
+from ..plots import confidence_figure, logo_figure
 from ..service import Service
-from .common import FREE, GPU, Page, fail, on_gpu, sequence_inputs
+from .common import FREE, Page, fail, on_gpu, run_on_click, sequence_inputs
 
 #: the first 60 residues of Aequorea victoria GFP (UniProt P42212), for the constrained-design example
 GFP_FRAGMENT = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
@@ -69,7 +69,10 @@ def design_tab(page: Page) -> None:
                                placeholder="bases that follow the insert")
     sequences_html = gr.HTML(label="Designs")
     status = gr.Markdown()
+    with gr.Accordion("Designs as FASTA (to copy)", open=False):
+        fasta_copy = gr.Code(label="FASTA", language=None, buttons=["copy", "download"], interactive=False)
     confidence = gr.Plot(label="Per-base confidence")
+    logo = gr.Plot(label="Sequence logo of design 1 (the distribution each base was drawn from)")
     checks = gr.Markdown(elem_classes="carbon-table")
     with gr.Accordion("Exact prompt sent (text and token ids)", open=False):
         prompt_info = gr.Code(label="prompt", language=None)
@@ -103,24 +106,28 @@ def design_tab(page: Page) -> None:
                 n_bases = None  # the protein sets the length (3 bases a residue), as its field says
             for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
                 progress(len(result.sequences[0]) / result.n_bases, desc="generating")
-                shown = {sequences_html: fmt.bases_html(result.prompt, result.fixed_bases, result.sequences)}
+                shown = {sequences_html: fmt.bases_html(result.prompt, result.fixed_bases, result.sequences,
+                                                        result.mask)}
                 if not result.done:  # the last run's results go while this one streams
-                    yield {**shown, confidence: None, checks: "", prompt_info: "", files: None, design_json: None,
-                           status: f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}"}
+                    yield {**shown, confidence: None, logo: None, checks: "", prompt_info: "", files: None,
+                           design_json: None,
+                           fasta_copy: "", status: f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}"}
                     continue
                 reports = service.design_reports(result, flank)
                 yield {**shown, confidence: confidence_figure(result.base_probs, result.base_entropy,
                                                               result.sequences),
+                       logo: logo_figure(result.base_marginals[0]) if result.base_marginals is not None else None,
                        checks: fmt.report_markdown(reports), prompt_info: fmt.prompt_info(result),
-                       status: fmt.timing_line(result, note), files: service.design_files(result),
+                       status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
+                       files: service.design_files(result), fasta_copy: fmt.fasta_text(result.sequences),
                        design_json: {**result.to_dict(), "reports": reports}}
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
 
     inputs = [*page.choices, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed, samples,
               speculative, protein, codon_table, avoid, max_homopolymer, gc, gc_window, flank]
-    outputs = [sequences_html, confidence, checks, prompt_info, status, files, design_json]
-    running = run.click(design, inputs, outputs, api_name="generate", **GPU)
+    outputs = [sequences_html, confidence, checks, prompt_info, status, files, logo, fasta_copy, design_json]
+    running = run_on_click(run, design, inputs, outputs, "generate")
     # stops the design at its next streamed update and frees what it held (as closing the tab does)
     stop.click(None, None, None, cancels=[running], api_visibility="private")
     gr.on([mask.change, n_bases.change], mask_check, [mask, n_bases], mask_status, api_name="check_mask", queue=False)

@@ -9,7 +9,7 @@ from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import consequence_figure, scan_figure
 from ..service import Service
-from .common import FREE, GPU, SCORING, Page, fail, on_gpu, sequence_inputs
+from .common import FREE, SCORING, Page, fail, on_gpu, run_on_click, sequence_inputs
 
 
 def scan_tab(page: Page) -> None:
@@ -27,6 +27,7 @@ def scan_tab(page: Page) -> None:
                              info="names each substitution's consequence")
             button = gr.Button("Scan every substitution", variant="primary")
     heatmap = gr.Plot(label="delta log-likelihood of every substitution")
+    block = gr.HTML(label="The region")
     by_class = gr.Plot(label="By consequence (with a coding sequence)")
     summary = gr.Markdown(elem_classes="carbon-table")
     download = gr.File(label="Download (TSV)")
@@ -49,10 +50,11 @@ def scan_tab(page: Page) -> None:
             fail(exc)
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
             else result.rows()
-        text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.trust_note(service.model(model)),
-                            fmt.RESEARCH_NOTE])
+        text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(model, result),
+                             fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
         return {heatmap: scan_figure(result), by_class: consequence_figure(result, consequences) if consequences
-                else None, summary: text, download: service.scan_file(result, consequences), raw: {"rows": rows}}
+                else None, block: fmt.sequence_block(result.region, result.start, title="the region scanned"),
+                summary: text, download: service.scan_file(result, consequences), raw: {"rows": rows}}
 
-    button.click(scan, [*page.choices, sequence, upload, start, end, window, method, cds],
-                 [heatmap, by_class, summary, download, raw], api_name="scan", **GPU)
+    run_on_click(button, scan, [*page.choices, sequence, upload, start, end, window, method, cds],
+                 [heatmap, by_class, block, summary, download, raw], "scan")

@@ -10,7 +10,7 @@ from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import site_figure, variant_figure
 from ..service import DEMO_GENOME, NO_GENOME, Service
-from .common import FREE, GPU, SCORING, Page, fail, on_gpu, sequence_inputs
+from .common import FREE, GPU, SCORING, Page, fail, on_gpu, run_on_click, sequence_inputs
 
 CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
 
@@ -39,6 +39,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
             button = gr.Button("Score variant", variant="primary")
     verdict = gr.Markdown(fmt.RESEARCH_NOTE)
     share = gr.Markdown()
+    around = gr.HTML(label="The variant in its sequence")
     tracks = gr.Plot(label="Per-base tracks")
     site = gr.Plot(label="Base probabilities at the site")
     track_table = gr.Dataframe(headers=["ref position", "ref log-prob", "alt log-prob", "delta"],
@@ -85,10 +86,11 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
         shown = genomic.placed if genomic else report.score  # positions on the contig when there is one
-        text = "\n\n".join([fmt.variant_markdown(report, genomic), fmt.trust_note(service.model(model)),
-                            fmt.RESEARCH_NOTE])
+        text = "\n\n".join([fmt.variant_markdown(report, genomic), fmt.score_provenance(model, report.score),
+                             fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
         return {verdict: text, tracks: variant_figure(shown), site: site_figure(shown),
-                track_table: fmt.track_rows(shown), files: service.variant_files(shown, data), share: link, raw: data}
+                track_table: fmt.track_rows(shown), files: service.variant_files(shown, data), share: link,
+                around: fmt.variant_blocks(shown), raw: data}
 
     @on_gpu
     def variant(model, species, region, reference, upload, change, alternate, window, strand, method,
@@ -126,8 +128,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                          genome, cds, context, request, progress)
 
     inputs = [*page.choices, reference, upload, change, alternate, window, strand, method, genome, cds, context]
-    outputs = [verdict, tracks, site, track_table, files, share, raw]
-    button.click(variant, inputs, outputs, api_name="score_variant", **GPU)
+    outputs = [verdict, tracks, site, track_table, files, share, around, raw]
+    run_on_click(button, variant, inputs, outputs, "score_variant")
     # a shared link (?genome=…&variant=…) opens this tab on its inputs and scores them
     run_from_link = gr.State(False)
     demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, cds, context, reference,

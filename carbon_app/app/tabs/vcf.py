@@ -10,7 +10,7 @@ from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import vcf_figure
 from ..service import DEMO_GENOME
-from .common import FREE, GPU, SCORING, Page, fail, on_gpu
+from .common import FREE, SCORING, Page, fail, on_gpu, run_on_click
 
 
 def vcf_tab(page: Page) -> None:
@@ -52,8 +52,11 @@ def vcf_tab(page: Page) -> None:
                                                     method=method, context=context)
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
-        text = "\n\n".join([fmt.vcf_markdown(result), fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
+        made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`; "
+                f"window {window}; {'both strands' if strand else 'one strand'}; method {method}"
+                + (f"; context ±{context}" if context else "") + " (also in the VCF's header).*")
+        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
         return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
 
-    button.click(score, [*page.choices, genome, upload, window, strand, method, context],
-                 [summary, plot, table, files], api_name="score_vcf", **GPU)
+    run_on_click(button, score, [*page.choices, genome, upload, window, strand, method, context],
+                 [summary, plot, table, files], "score_vcf")
