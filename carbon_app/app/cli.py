@@ -11,6 +11,7 @@ import json
 import os
 import sys
 
+from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
 from ..inference.score import DEFAULT_WINDOW, METHODS
 
@@ -62,6 +63,12 @@ def _add_cds_arg(parser: argparse.ArgumentParser) -> None:
                         "(default: a GenBank file's CDS feature)")
 
 
+def _add_ray_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ray", metavar="ADDRESS", help="spread the work over a Ray cluster: its address (HOST:6379, "
+                        "or auto), or 'local' to start one here")
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers, one model replica each (default 2)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m carbon_app", description="Design and score DNA with Carbon models.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -106,6 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     vcf.add_argument("--context", type=int, default=0, help="also rank each ALT among every substitution within "
                      "this many bases (INFO CARBON_CONTEXT; default 0: off)")
     _add_scoring_args(vcf)
+    _add_ray_args(vcf)
+
+    regions = commands.add_parser("scan-regions", help="score every substitution of every region of a BED file")
+    _add_model_args(regions)
+    regions.add_argument("--reference", required=True, help="indexed reference genome (FASTA, plain or bgzipped)")
+    regions.add_argument("--bed", required=True, help="regions, 0-based half-open (CHROM START END [NAME])")
+    regions.add_argument("--out", required=True, help="the table to write: region, chrom, pos, ref, alt, delta, "
+                         "problem")
+    regions.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
+    _add_scoring_args(regions)
+    _add_ray_args(regions)
 
     scan = commands.add_parser("scan", help="score every single-base substitution of a region")
     _add_reference_args(scan)
@@ -237,26 +255,68 @@ def _score_at(args) -> dict:
             "model_quality": bundle.quality}
 
 
-def _score_vcf(args) -> dict:
+def _progress_bar(unit: str):
     from tqdm import tqdm
 
+    bar = tqdm(total=0, unit=unit, desc="scoring", file=sys.stderr, disable=None)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    return bar, progress
+
+
+def _ray_scorer(args, bundle, reference, options: dict):
+    """A Ray scorer for --ray (the driver keeps its own copy of the model for its settings), or None."""
+    if not args.ray:
+        return None
+    from ..distributed.ray_jobs import RayScorer
+
+    workers = whole_number(args.workers, "--workers", 1)
+    device = "cuda" if str(bundle.device).startswith("cuda") else "cpu"
+    return RayScorer(args.ray, workers, args.model or bundle.name, reference.path, reference.name, device, options)
+
+
+def _score_vcf(args) -> dict:
     from ..genome.reference import Reference
     from ..genome.vcf import score_vcf
+    from ..inference.score import resolve_frames
 
     reference = Reference(args.reference)
     bundle = _bundle(args)
-    with tqdm(total=0, unit="ALT", desc="scoring", file=sys.stderr, disable=None) as bar:
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
-
-        summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, args.window, args.strand_average,
-                            args.species, args.region, args.method, args.frames, args.context, progress)
+    options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
+                   region=args.region, method=args.method, frames=resolve_frames(bundle, args.frames),
+                   context=args.context)
+    scorer = _ray_scorer(args, bundle, reference, options)
+    bar, progress = _progress_bar("ALT")
+    with bar:
+        summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, progress=progress, scorer=scorer,
+                            **options)
     for line in summary.lines():
         print(line, file=sys.stderr)
     return {"records": summary.records, "alts": summary.alts, "scored": summary.scored,
             "problems": dict(summary.problems), "malformed": summary.malformed, "hint": summary.hint,
             "seconds": summary.seconds, "out": args.out, "tsv": args.tsv}
+
+
+def _scan_regions(args) -> dict:
+    from ..genome.reference import Reference
+    from ..genome.regions import scan_regions
+
+    reference = Reference(args.reference)
+    bundle = _bundle(args)
+    options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
+                   region=args.region, method=args.method, frames=args.frames)
+    scorer = _ray_scorer(args, bundle, reference, options)
+    bar, progress = _progress_bar("region")
+    with bar:
+        summary = scan_regions(bundle, reference, args.bed, args.out, scorer=scorer, progress=progress, **options)
+    print(f"{summary.regions:,} regions, {summary.rows:,} rows in {summary.seconds:.1f} s", file=sys.stderr)
+    for line, why in summary.problems:
+        print(f"BED line {line}: {why}", file=sys.stderr)
+    return {"regions": summary.regions, "rows": summary.rows, "problems": summary.problems,
+            "seconds": summary.seconds, "out": args.out}
 
 
 def _scan(args) -> dict:
@@ -309,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..model.manager import out_of_memory_as_error
 
         hf_logging.disable_progress_bar()
-        handler = {"generate": _generate, "score": _score, "score-vcf": _score_vcf, "scan": _scan,
+        handler = {"generate": _generate, "score": _score, "score-vcf": _score_vcf, "scan-regions": _scan_regions,
+                   "scan": _scan,
                    "tokenize": _tokenize, "models": _models}[args.command]
         with out_of_memory_as_error("this command"):
             data = handler(args)

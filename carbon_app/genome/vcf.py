@@ -18,7 +18,7 @@ import gzip
 import re
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -211,11 +211,13 @@ def _writer(path: Path):
 def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
               tsv_out: str | Path | None = None, window: int = DEFAULT_WINDOW, strand_average: bool = False,
               species: str | None = None, region: str | None = None, method: str = "marginal",
-              frames: int | None = None, context: int = 0, progress: Callable[[int, int], None] | None = None
-              ) -> VcfSummary:
+              frames: int | None = None, context: int = 0, progress: Callable[[int, int], None] | None = None,
+              scorer: ChunkScorer | None = None) -> VcfSummary:
     """Score every ALT of every record of `vcf_in` against `reference`; write `vcf_out` (and `tsv_out`).
     With `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
-    CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles."""
+    CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles. `scorer` scores the chunks (default:
+    in this process; `distributed.RayScorer` spreads them over a Ray cluster); the file is written here, in
+    order, whoever scored each chunk."""
     vcf_in, vcf_out = Path(vcf_in), Path(vcf_out)
     if not vcf_in.is_file():
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
@@ -226,13 +228,20 @@ def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf
                 + (f",context={context}" if context else ""))
     options = dict(window=window, strand_average=strand_average, species=species, region=region, method=method,
                    frames=frames, context=context)
+    scorer = scorer or LocalScorer(bundle, reference, options)
     began = time.perf_counter()
     summary = VcfSummary()
     with tempfile.TemporaryDirectory(dir=vcf_out.parent if vcf_out.parent.exists() else None) as tmp:
         clean = Path(tmp) / "input.vcf"
         line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings, context)
         pending_malformed = list(summary.malformed)
-        done = 0
+        counted = [0]
+
+        def step(n: int) -> None:
+            counted[0] += n
+            if progress:
+                progress(counted[0], total_alts)
+
         tsv = open(tsv_out, "w") if tsv_out else None  # noqa: SIM115 (closed below, after the loop)
         try:
             if tsv:
@@ -240,18 +249,32 @@ def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf
             with _writer(vcf_out) as write:
                 header_written = False
                 chunk: list[tuple[int, object]] = []
+                in_flight: deque = deque()  # (chunk, jobs, handle), oldest first: written in this order
+
+                def submit(chunk: list) -> None:
+                    jobs = _jobs(chunk)
+                    variants = [job[2] for job in jobs if isinstance(job[2], GenomicVariant)]
+                    in_flight.append((chunk, jobs, scorer.submit(variants, step)))
+                    while len(in_flight) > scorer.in_flight:
+                        finish(*in_flight.popleft())
+
+                def finish(chunk: list, jobs: list, handle) -> None:
+                    outcomes = scorer.result(handle, step)
+                    _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, summary, options,
+                                 step)
+
                 for index, record in _records(clean):
                     if not header_written and not isinstance(record, Exception):
                         write(str(record.header))
                         header_written = True
                     chunk.append((index, record))
-                    if len(chunk) >= CHUNK:
-                        done = _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary,
-                                      options, progress, done, total_alts)
+                    if len(chunk) >= CHUNK:  # the same chunks whoever scores them: the same batches, the same deltas
+                        submit(chunk)
                         chunk = []
                 if chunk:
-                    done = _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary,
-                                  options, progress, done, total_alts)
+                    submit(chunk)
+                while in_flight:
+                    finish(*in_flight.popleft())
                 if not header_written:  # no record at all: the header alone
                     import pysam
 
@@ -275,11 +298,9 @@ def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf
     return summary
 
 
-def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, summary, options, progress, done,
-           total) -> int:
-    """Score one chunk of records and write them (and their TSV rows, with any malformed lines before
-    them), in order."""
-    jobs: list[tuple[int, int, GenomicVariant | VariantProblem]] = []  # (chunk row, alt index, variant or problem)
+def _jobs(chunk) -> list[tuple[int, int, GenomicVariant | VariantProblem]]:
+    """(chunk row, ALT index, the variant or why it cannot be one) for every ALT of a chunk's records."""
+    jobs: list[tuple[int, int, GenomicVariant | VariantProblem]] = []
     for row, (_, record) in enumerate(chunk):
         if isinstance(record, Exception):
             continue
@@ -290,15 +311,30 @@ def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, sum
                 jobs.append((row, a, exc))
             except Exception as exc:  # REF equals ALT and the like: named, not fatal
                 jobs.append((row, a, VariantProblem("not_scorable", str(exc))))
-    variants = [job[2] for job in jobs if isinstance(job[2], GenomicVariant)]
+    return jobs
 
-    def step(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress:
-            progress(done, total)
 
-    scored = iter(score_batch(bundle, reference, variants, progress=step, **options))
+class LocalScorer:
+    """Scores a chunk's variants in this process, as it is submitted."""
+
+    in_flight = 0  # chunks scored ahead of the one being written
+
+    def __init__(self, bundle: ModelBundle, reference: Reference, options: dict):
+        self.bundle, self.reference, self.options = bundle, reference, options
+
+    def submit(self, variants: list[GenomicVariant], step: Callable[[int], None]) -> list[Outcome]:
+        return score_batch(self.bundle, self.reference, variants, progress=step, **self.options)
+
+    def result(self, handle: list[Outcome], step: Callable[[int], None]) -> list[Outcome]:
+        return handle
+
+
+ChunkScorer = LocalScorer  # anything with in_flight, submit(variants, step) and result(handle, step)
+
+
+def _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, summary, options, step) -> None:
+    """Write one scored chunk of records (and their TSV rows, with any malformed lines before them), in order."""
+    scored = iter(outcomes)
     outcome: dict[tuple[int, int], Outcome] = {}
     for row, a, job in jobs:
         if isinstance(job, VariantProblem):
@@ -343,4 +379,3 @@ def _flush(chunk, bundle, reference, write, tsv, line_of, pending_malformed, sum
                 ranked = "" if result.context is None else f"{result.context.more_damaging_than:.4f}"
                 tsv.write("\t".join(map(str, [line, record.chrom, record.pos, record.id or ".", record.ref, alt,
                                               delta, result.problem or "", note, ranked])) + "\n")
-    return done

@@ -264,6 +264,45 @@ def constraints_suite(repeats: int, shape: str = "500M") -> None:
               f"{statistics.median(held):6.2f} s: cost {100 * (paired_ratio(held, free) - 1):+.0f}% (goal <= +15%)")
 
 
+def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
+    """score-vcf on the same scattered SNVs (three chunks of records) in one process and on a local Ray
+    cluster of `workers` workers (each loading its own model replica), outputs compared."""
+    import tempfile
+    from pathlib import Path
+
+    from ..distributed.ray_jobs import RayScorer
+    from ..genome.reference import Reference
+    from ..genome.vcf import score_vcf
+    from ..model.manager import ModelManager
+
+    bundle = ModelManager(device="cpu").get("carbon-demo")
+    rng = random.Random(11)
+    contig = "".join(rng.choice("ACGT") for _ in range(200_000))
+    rows = sorted(rng.sample(range(1, 200_001), n))
+    options = dict(window=window, strand_average=False, species=None, region=None, method="marginal",
+                   frames=bundle.k, context=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        fasta, vcf = Path(tmp) / "genome.fa", Path(tmp) / "in.vcf"
+        fasta.write_text(f">chrR\n{contig}\n")
+        vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n" + "".join(
+            f"chrR\t{p}\t.\t{contig[p - 1]}\t{'A' if contig[p - 1] != 'A' else 'C'}\t.\t.\t.\n" for p in rows))
+        reference = Reference(fasta, "bench")
+        print(f"\n== score-vcf on Ray: {n:,} scattered SNVs, {bundle.name}, window {window}, CPU, "
+              f"{os.cpu_count()} cores")
+        alone_s, _ = _timed(lambda: score_vcf(bundle, reference, vcf, Path(tmp) / "one.vcf", **options))
+        began = time.perf_counter()
+        scorer = RayScorer("local", workers, "carbon-demo", fasta, "bench", "cpu", options)
+        scorer.worker_pids()  # the workers are up and hold their models
+        start_s = time.perf_counter() - began
+        ray_s, _ = _timed(lambda: score_vcf(bundle, reference, vcf, Path(tmp) / "ray.vcf", scorer=scorer, **options))
+        scorer.close()
+        same = [x for x in (Path(tmp) / "one.vcf").read_text().splitlines() if not x.startswith("##")] == \
+            [x for x in (Path(tmp) / "ray.vcf").read_text().splitlines() if not x.startswith("##")]
+    print(f"one process:                   {alone_s:7.1f} s")
+    print(f"Ray, {workers} workers (after {start_s:.0f} s of start-up): {ray_s:7.1f} s   "
+          f"ratio one process / Ray {alone_s / ray_s:.2f}x; outputs identical: {same}")
+
+
 def speculative_suite(repeats: int) -> None:
     """The bundled pair: target alone against target + draft, greedy and sampling, bp and token mode."""
     from ..model.manager import ModelManager
@@ -406,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--suite", default="generation,scan,speculative",
-                        help="comma-separated: generation, scan, speculative, vcf, constraints")
+                        help="comma-separated: generation, scan, speculative, vcf, constraints, ray")
     args = parser.parse_args(argv)
     suites = set(args.suite.split(","))
     if "scan" in suites:
@@ -417,6 +456,8 @@ def main(argv: list[str] | None = None) -> None:
         speculative_suite(args.repeats)
     if "constraints" in suites:
         constraints_suite(args.repeats)
+    if "ray" in suites:
+        ray_suite()
     if "generation" not in suites:
         return
 

@@ -1,0 +1,1 @@
+"""Jobs beyond one process: VCF batches and region scans spread over a Ray cluster."""
