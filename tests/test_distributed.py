@@ -117,3 +117,10 @@ def test_an_unreachable_cluster_is_named_at_once(tmp_path):
                           str(REPO / "assets" / "examples" / "hbb_variants.vcf"), "--out", str(tmp_path / "x.vcf"),
                           "--ray", "127.0.0.1:1"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 2 and "cannot reach the Ray cluster at '127.0.0.1:1'" in out.stderr
+
+
+def test_a_gpu_job_on_a_cluster_without_gpus_is_refused_before_any_work(cluster, compact_model_dir, genome):
+    from carbon_app.errors import InputError
+
+    with pytest.raises(InputError, match="the Ray cluster has no GPU for a worker to hold the model"):
+        RayScorer("local", 2, str(compact_model_dir), genome.path, genome.name, "cuda", OPTIONS)
