@@ -32,10 +32,13 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from ..core.dna import BASES, IUPAC
 from ..core.validate import whole_number
 from ..errors import InputError
+from .marginals import kmer_log_mask
+from .sampling import SamplingParams, step_logprobs
 
 _COMPLEMENT_CODE = str.maketrans("ACGTRYSWKMBDHVN", "TGCAYRSWMKVHDBN")
 _GC = np.array([b in "GC" for b in BASES])
@@ -400,3 +403,42 @@ def check_feasible(checker: ConstraintChecker, n_tokens: int, fixed: str) -> Non
 
 def _short(protein: str) -> str:
     return protein if len(protein) <= 12 else f"{protein[:10]}… ({len(protein)} residues)"
+
+
+class DeadEnd(Exception):
+    """Every 6-mer is ruled out for some row at a step of a path that cannot step back (a drafted round)."""
+
+
+def path_allowed(checker: ConstraintChecker, step: int, paths: list[str]) -> np.ndarray:
+    """[rows, 4^k] the 6-mers each row may take at `step` after its generated bases `paths[row]`; DeadEnd when
+    a row may take none."""
+    static = checker.static_ok(step)
+    ok = np.stack([checker.allowed(step, path) & static for path in paths])
+    if not ok.any(axis=1).all():
+        raise DeadEnd(step)
+    return ok
+
+
+def constrained_logprobs(kmer_logits: torch.Tensor, params: SamplingParams, ok: np.ndarray,
+                         checker: ConstraintChecker) -> torch.Tensor:
+    """[B, 4^k] log-probs to draw from when each row may only take the 6-mers `ok` [B, 4^k] allows.
+
+    Base-level mode keeps its per-base draw where the allowed set is every combination of some bases;
+    where a constraint couples a token's bases it draws from the constrained joint distribution."""
+    device = kmer_logits.device
+    joint_mask = torch.from_numpy(np.where(ok, 0.0, -np.inf).astype(np.float32)).to(device)
+    joint = step_logprobs(kmer_logits, SamplingParams("token", params.temperature, params.top_k, params.top_p),
+                          joint_mask)
+    if params.mode == "token":
+        return joint
+    rows = []
+    for r in range(len(ok)):
+        per_base = checker.coupling(ok[r])
+        if per_base is None:
+            rows.append(joint[r])
+        else:
+            mask = kmer_log_mask(torch.from_numpy(per_base).to(device))
+            rows.append(step_logprobs(kmer_logits[r : r + 1], params, mask)[0])
+    return torch.stack(rows)
+
+

@@ -28,8 +28,15 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.kv import preallocated_cache
-from .constraints import MAX_STEPS_BACK, ConstraintChecker, DesignConstraints, check_feasible
-from .marginals import kmer_digits, kmer_log_mask, log_marginals
+from .constraints import (
+    MAX_STEPS_BACK,
+    ConstraintChecker,
+    DeadEnd,
+    DesignConstraints,
+    check_feasible,
+    constrained_logprobs,
+)
+from .marginals import kmer_digits, log_marginals
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
 
@@ -188,29 +195,6 @@ def decode_kmers(
             hidden = bundle.hidden_states(next_ids, cache)[:, -1]
 
 
-def constrained_logprobs(kmer_logits: torch.Tensor, params: SamplingParams, ok: np.ndarray,
-                         checker: ConstraintChecker) -> torch.Tensor:
-    """[B, 4^k] log-probs to draw from when each row may only take the 6-mers `ok` [B, 4^k] allows.
-
-    Base-level mode keeps its per-base draw where the allowed set is every combination of some bases;
-    where a constraint couples a token's bases it draws from the constrained joint distribution."""
-    device = kmer_logits.device
-    joint_mask = torch.from_numpy(np.where(ok, 0.0, -np.inf).astype(np.float32)).to(device)
-    joint = step_logprobs(kmer_logits, SamplingParams("token", params.temperature, params.top_k, params.top_p),
-                          joint_mask)
-    if params.mode == "token":
-        return joint
-    rows = []
-    for r in range(len(ok)):
-        per_base = checker.coupling(ok[r])
-        if per_base is None:
-            rows.append(joint[r])
-        else:
-            mask = kmer_log_mask(torch.from_numpy(per_base).to(device))
-            rows.append(step_logprobs(kmer_logits[r : r + 1], params, mask)[0])
-    return torch.stack(rows)
-
-
 @torch.inference_mode()
 def decode_kmers_constrained(
     bundle: ModelBundle,
@@ -264,6 +248,20 @@ def decode_kmers_constrained(
             next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
             hiddens.append(bundle.hidden_states(next_ids, cache)[:, -1])
         step += 1
+
+
+def _drafted_under_constraints(bundle, draft, plan, allowed, params, samples, noise, stats, checker, always):
+    """Speculative decoding with each token masked along its path; at a dead end, which a drafted round
+    cannot step back from, the target makes the design again alone from the start (a token's draw
+    depends only on its seed, its index and what precedes it, so the result is what the target alone
+    makes either way)."""
+    try:
+        yield from enumerate(speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, noise,
+                                                      stats, always=always, checker=checker))
+    except DeadEnd as end:
+        stats.fallback_reason = (f"a dead end under the design constraints at token {end.args[0] + 1}: the target "
+                                 "made the design again alone")
+        yield from decode_kmers_constrained(bundle, plan.prompt_ids, plan.n_tokens, params, samples, noise, checker)
 
 
 def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
@@ -373,12 +371,13 @@ def generate_stream(
             constraints=constraints,
         )
 
-    if checker is not None:
+    if checker is not None and draft is None:
         stats = None
-        if draft is not None:  # each token's mask depends on the bases before it: the target runs alone
-            stats = SpeculativeStats(draft_model=draft.name, fallback_reason="design constraints: the target ran "
-                                     "alone (drafting under constraints is not supported yet)")
         steps = decode_kmers_constrained(bundle, plan.prompt_ids, plan.n_tokens, params, samples, noise, checker)
+    elif checker is not None:
+        stats = SpeculativeStats(draft_model=draft.name)
+        steps = _drafted_under_constraints(bundle, draft, plan, allowed, params, samples, noise, stats, checker,
+                                           draft_always)
     elif draft is None:
         stats, steps = None, enumerate(decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise))
     else:

@@ -34,6 +34,7 @@ import torch
 
 from ..model.bundle import ModelBundle
 from ..model.kv import preallocated_cache
+from .constraints import ConstraintChecker, constrained_logprobs, path_allowed
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 
 MIN_DRAFT, MAX_DRAFT = 1, 8
@@ -165,14 +166,29 @@ def speculative_decode_kmers(
     stats: SpeculativeStats,
     draft_length: int = 4,
     always: bool = False,
+    checker: ConstraintChecker | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Same contract as `generate.decode_kmers`: yields (k-mer indices [samples],
     target log-probs [samples, 4^k]) per generated token, in order. `always`
-    keeps drafting where it would not pay (for checks of exactness)."""
+    keeps drafting where it would not pay (for checks of exactness). With design
+    constraints (`checker`) each token's mask follows the path it extends, for the
+    draft's proposals and the target's check alike; a dead end raises `DeadEnd`
+    (a drafted round cannot step back: the caller makes the design again alone)."""
     device, kmer_start = target.device, target.tokenizer.kmer_start_id
     n_steps = allowed.shape[0]
     masks = StepMasks(allowed)
     t_time, d_time = [0.0], [0.0]
+    texts = [""] * samples  # each row's generated bases so far, for the constraints' masks
+
+    def distribution(logits: torch.Tensor, step: int, paths: list[str]) -> torch.Tensor:
+        """The log-probs to draw token `step` from, for rows whose generated bases are `paths`."""
+        if checker is None:
+            return step_logprobs(logits, params, masks[step])
+        return constrained_logprobs(logits, params, path_allowed(checker, step, paths), checker)
+
+    def extended(paths: list[str], tokens: torch.Tensor) -> list[str]:
+        return paths if checker is None else [t + checker.kmer_text(int(i)) for t, i in zip(paths, tokens,
+                                                                                             strict=True)]
 
     # Caches hold everything but the newest token ("pending"), which the next round feeds first.
     ids = torch.tensor([prompt_ids], device=device)
@@ -196,13 +212,14 @@ def speculative_decode_kmers(
     def plain_tokens(count: int):
         """`count` tokens from the target alone, each timed with the caller's work on it, as the
         drafted rounds are, so the two speeds compare like for like."""
-        nonlocal done, pending, draft_feed
+        nonlocal done, pending, draft_feed, texts
         for _ in range(count):
             began = time.perf_counter()
             with _timed(t_time, device):
                 hidden = target.hidden_states(pending.unsqueeze(1), t_cache)[:, -1]
-                p = step_logprobs(target.kmer_logits(hidden), params, masks[done])
+                p = distribution(target.kmer_logits(hidden), done, texts)
                 token = choose(p, noise(done) if noise else None)
+            texts = extended(texts, token)
             yield token, p
             policy.plain_step_took(time.perf_counter() - began)
             done += 1
@@ -223,17 +240,19 @@ def speculative_decode_kmers(
         gamma = min(draft_length, n_steps - done)
         proposals = []
         noises = [noise(done + i) if noise else None for i in range(min(gamma + 1, n_steps - done))]
+        paths = [texts]  # each proposal's path: the rows' bases before it
         with _timed(d_time, device):
             feed = draft_feed
             for i in range(gamma):
                 hidden = draft.hidden_states(feed, d_cache)[:, -1]
-                x = choose(step_logprobs(draft.kmer_logits(hidden), params, masks[done + i]), noises[i])
+                x = choose(distribution(draft.kmer_logits(hidden), done + i, paths[i]), noises[i])
                 proposals.append(x)
+                paths.append(extended(paths[i], x))
                 feed = (x + kmer_start).unsqueeze(1)
         with _timed(t_time, device):  # the target scores pending + all proposals in one pass
             verify = torch.stack([pending, *[x + kmer_start for x in proposals]], dim=1)
             logits = target.kmer_logits(target.hidden_states(verify, t_cache))  # [S, gamma + 1, 4^k]
-            p = [step_logprobs(logits[:, i], params, masks[done + i]) for i in range(len(noises))]
+            p = [distribution(logits[:, i], done + i, paths[i]) for i in range(len(noises))]
         picks = [choose(p[i], noises[i]) for i in range(len(noises))]  # what the target alone makes
         x = torch.stack(proposals, dim=1)  # [S, gamma]
         m, per_row = accepted_length(x, torch.stack(picks[:gamma], dim=1))
@@ -244,8 +263,10 @@ def speculative_decode_kmers(
         for i in range(m):
             yield x[:, i], p[i]
         done += m
+        texts = paths[m]
         if m < gamma:  # a row rejected proposal m: every row takes the target's pick there
             token = picks[m]
+            texts = extended(texts, token)
             yield token, p[m]
             done += 1
             t_cache.crop(-(gamma - m))  # drop the proposals after the kept ones
@@ -254,6 +275,7 @@ def speculative_decode_kmers(
             draft_feed = (token + kmer_start).unsqueeze(1)
         elif done < n_steps:  # all accepted: one more token from the target
             token = picks[gamma]
+            texts = extended(texts, token)
             yield token, p[gamma]
             done += 1
             draft_feed = torch.stack([x[:, -1], token], dim=1) + kmer_start
