@@ -65,8 +65,8 @@ def test_a_vcf_on_two_ray_workers_equals_one_process(cluster, compact, compact_m
     alone = score_vcf(compact, genome, tmp_path / "in.vcf", tmp_path / "one.vcf", tmp_path / "one.tsv", **OPTIONS)
     scorer = RayScorer("local", 2, str(compact_model_dir), genome.path, genome.name, "cpu", OPTIONS)
     seen = []
-    spread = score_vcf(compact, genome, tmp_path / "in.vcf", tmp_path / "ray.vcf", tmp_path / "ray.tsv",
-                       scorer=scorer, progress=lambda done, total: seen.append(done), **OPTIONS)
+    spread = score_vcf(None, genome, tmp_path / "in.vcf", tmp_path / "ray.vcf", tmp_path / "ray.tsv",
+                       scorer=scorer, progress=lambda done, total: seen.append(done), **OPTIONS)  # no model here
     scorer.close()
     assert _body(tmp_path / "ray.vcf") == _body(tmp_path / "one.vcf")
     assert (tmp_path / "ray.tsv").read_text() == (tmp_path / "one.tsv").read_text()

@@ -267,15 +267,14 @@ def _progress_bar(unit: str):
     return bar, progress
 
 
-def _ray_scorer(args, bundle, reference, options: dict):
-    """A Ray scorer for --ray (the driver keeps its own copy of the model for its settings), or None."""
-    if not args.ray:
-        return None
+def _ray_scorer(args, reference, options: dict):
+    """The Ray scorer --ray asks for: its workers load the model; the driver never does."""
     from ..distributed.ray_jobs import RayScorer
+    from ..model.hub import default_model_name
 
     workers = whole_number(args.workers, "--workers", 1)
-    device = "cuda" if str(bundle.device).startswith("cuda") else "cpu"
-    return RayScorer(args.ray, workers, args.model or bundle.name, reference.path, reference.name, device, options)
+    return RayScorer(args.ray, workers, args.model or default_model_name(), reference.path, reference.name,
+                     args.device, options)
 
 
 def _score_vcf(args) -> dict:
@@ -284,11 +283,12 @@ def _score_vcf(args) -> dict:
     from ..inference.score import resolve_frames
 
     reference = Reference(args.reference)
-    bundle = _bundle(args)
     options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
-                   region=args.region, method=args.method, frames=resolve_frames(bundle, args.frames),
-                   context=args.context)
-    scorer = _ray_scorer(args, bundle, reference, options)
+                   region=args.region, method=args.method, frames=args.frames, context=args.context)
+    scorer = _ray_scorer(args, reference, options) if args.ray else None
+    bundle = None if scorer else _bundle(args)
+    if bundle is not None:
+        options["frames"] = resolve_frames(bundle, args.frames)
     bar, progress = _progress_bar("ALT")
     with bar:
         summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, progress=progress, scorer=scorer,
@@ -305,10 +305,10 @@ def _scan_regions(args) -> dict:
     from ..genome.regions import scan_regions
 
     reference = Reference(args.reference)
-    bundle = _bundle(args)
     options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
                    region=args.region, method=args.method, frames=args.frames)
-    scorer = _ray_scorer(args, bundle, reference, options)
+    scorer = _ray_scorer(args, reference, options) if args.ray else None
+    bundle = None if scorer else _bundle(args)
     bar, progress = _progress_bar("region")
     with bar:
         summary = scan_regions(bundle, reference, args.bed, args.out, scorer=scorer, progress=progress, **options)

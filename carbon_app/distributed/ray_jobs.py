@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
@@ -59,6 +60,15 @@ def connect(address: str, workers: int | None = None):
     return ray
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the driver needs to know of the model to write a job's header: no weights."""
+
+    name: str
+    k: int
+    tags: object  # the model's TagScheme
+
+
 class Worker:
     """One model replica and one open genome, on one Ray worker."""
 
@@ -78,6 +88,9 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
+    def facts(self) -> ModelFacts:
+        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags)
+
     def score(self, variants: list, options: dict) -> list:
         from ..genome.scoring import score_batch
 
@@ -94,10 +107,13 @@ class RayScorer:
 
     def __init__(self, address: str, workers: int, model: str, reference_path: Path, reference_name: str,
                  device: str | None, options: dict):
+        if device not in (None, "cpu", "cuda"):
+            raise InputError(f"--device must be cpu or cuda, not '{device}'")
         ray = connect(address, workers)
         self.ray, self.options = ray, options
-        gpus = 1 if device == "cuda" else 0
         available = ray.cluster_resources()
+        device = device or ("cuda" if available.get("GPU", 0) >= 1 else "cpu")  # the workers' hardware decides
+        gpus = 1 if device == "cuda" else 0
         if gpus and available.get("GPU", 0) < 1:
             raise InputError("the Ray cluster has no GPU for a worker to hold the model (start workers with GPUs, "
                              "or run on CPU with --device cpu)")
@@ -106,6 +122,10 @@ class RayScorer:
         actor = ray.remote(num_cpus=1, num_gpus=gpus, max_restarts=RESTARTS, max_task_retries=RESTARTS)(Worker)
         self.workers = [actor.remote(model, str(reference_path), reference_name, device) for _ in range(workers)]
         self.in_flight = 2 * workers  # chunks handed out ahead of the one being written
+        try:  # the model as the workers loaded it: the driver itself never loads the weights
+            self.facts = ray.get(self.workers[0].facts.remote())
+        except ray.exceptions.RayActorError as exc:
+            raise InputError(f"a Ray worker could not load the model '{model}': {str(exc).splitlines()[0]}") from None
         self._next = 0
 
     def _worker(self):

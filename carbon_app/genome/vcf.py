@@ -208,7 +208,7 @@ def _writer(path: Path):
             yield handle.write
 
 
-def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
+def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
               tsv_out: str | Path | None = None, window: int = DEFAULT_WINDOW, strand_average: bool = False,
               species: str | None = None, region: str | None = None, method: str = "marginal",
               frames: int | None = None, context: int = 0, progress: Callable[[int, int], None] | None = None,
@@ -217,14 +217,15 @@ def score_vcf(bundle: ModelBundle, reference: Reference, vcf_in: str | Path, vcf
     With `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
     CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles. `scorer` scores the chunks (default:
     in this process; `distributed.RayScorer` spreads them over a Ray cluster); the file is written here, in
-    order, whoever scored each chunk."""
+    order, whoever scored each chunk (with a scorer, `bundle` may be None: the scorer's model facts serve)."""
     vcf_in, vcf_out = Path(vcf_in), Path(vcf_out)
     if not vcf_in.is_file():
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
-    frames = resolve_frames(bundle, frames)
+    model = bundle if bundle is not None else scorer.facts
+    frames = resolve_frames(model, frames)
     context = checked_radius(context)
-    settings = (f"model={bundle.name},genome={reference.name},window={window},frames={frames},"
-                f"strand_average={strand_average},method={method},tags={bundle.tags.prefix(species, region) or 'none'}"
+    settings = (f"model={model.name},genome={reference.name},window={window},frames={frames},"
+                f"strand_average={strand_average},method={method},tags={model.tags.prefix(species, region) or 'none'}"
                 + (f",context={context}" if context else ""))
     options = dict(window=window, strand_average=strand_average, species=species, region=region, method=method,
                    frames=frames, context=context)
