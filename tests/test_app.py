@@ -201,18 +201,24 @@ def _chromium(playwright):
         "--disable-sync", "--no-first-run"])
 
 
+def _design_at_width(playwright, server: str, width: int, height: int, bases: int):
+    """(browser, page): the page at `width` pixels, a design of `bases` bases after an ATG prompt asked for."""
+    browser = _chromium(playwright)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(server)
+    page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
+    page.get_by_label("Bases to generate (exact)", exact=True).fill(str(bases))
+    page.get_by_role("button", name="Generate").click()
+    return browser, page
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1800})
-        page.goto(server)
-        page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
-        page.get_by_label("Bases to generate (exact)", exact=True).fill("90")
-        page.get_by_role("button", name="Generate").click()
+        browser, page = _design_at_width(p, server, 1400, 1800, 90)
         page.get_by_text("design 1").first.wait_for(timeout=60_000)
         page.get_by_text("bases/s").first.wait_for(timeout=60_000)
         block = page.locator(".carbon-seq").first.inner_text()
@@ -310,12 +316,7 @@ def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server, t
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 400, "height": 1600})
-        page.goto(server)
-        page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
-        page.get_by_label("Bases to generate (exact)", exact=True).fill("60")
-        page.get_by_role("button", name="Generate").click()
+        browser, page = _design_at_width(p, server, 400, 1600, 60)
         header = page.get_by_role("columnheader", name="reading frame")
         header.wait_for(timeout=60_000)
         assert header.bounding_box()["width"] > 60  # a column, not one letter per line

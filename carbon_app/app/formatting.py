@@ -132,19 +132,23 @@ def variant_markdown(report, genomic=None) -> str:
     return "\n\n".join(parts)
 
 
+#: the scoring methods as the page names them
+METHOD_WORDS = {"marginal": "reference FNS marginals", "chain": "exact chain rule"}
+
+
 def score_provenance(model: str, scored) -> str:
     """What produced a variant score, in one line."""
     tags = (scored.species_tag or "") + (scored.region_tag or "") or "none"
     return (f"*Scored with model **{model}**; tags `{tags}`; {len(scored.frame_deltas)} frame(s) of "
             f"{scored.frame_bases:,}-base windows; {'both strands' if scored.strand_average else 'one strand'}; "
-            f"{'reference FNS marginals' if scored.method == 'marginal' else 'exact chain rule'}.*")
+            f"{METHOD_WORDS[scored.method]}.*")
 
 
 def scan_provenance(model: str, scan) -> str:
     tags = scan.prompt_text.split("<dna>")[0] or "none"
     return (f"*Scanned with model **{model}**; tags `{tags}`; {len(scan.frame_deltas)} frame(s) of "
             f"{scan.frame_bases:,}-base windows; "
-            f"{'reference FNS marginals' if scan.method == 'marginal' else 'exact chain rule'}.*")
+            f"{METHOD_WORDS[scan.method]}.*")
 
 
 def share_link(page_url: str | None, **query) -> str:

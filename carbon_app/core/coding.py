@@ -14,12 +14,11 @@ import re
 from dataclasses import dataclass
 
 from Bio.Data.CodonTable import standard_dna_table
-from Bio.Seq import Seq
+from Bio.Seq import Seq, reverse_complement  # not core.dna's: dna.py imports this module
 from Bio.SeqUtils import seq3
 
 from ..errors import InputError
 
-_COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
 _RANGE = re.compile(r"^<?(\d+)(?:\.\.>?(\d+))?$")
 #: the classes in the order plots and tables show them
 CLASSES = ("synonymous", "missense", "stop-gain", "stop-loss", "start-loss", "non-coding")
@@ -110,7 +109,7 @@ class CodingSequence:
         bases = []
         for p in self.positions[3 * index : 3 * index + 3]:
             base = change[1] if change and change[0] == p else sequence[p]
-            bases.append(base.translate(_COMPLEMENT) if self.strand == -1 else base)
+            bases.append(reverse_complement(base) if self.strand == -1 else base)
         return "".join(bases)
 
     def consequence(self, sequence: str, pos0: int, alt: str) -> Consequence:

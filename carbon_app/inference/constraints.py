@@ -34,13 +34,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.dna import BASES, IUPAC
+from ..core.dna import BASES, IUPAC, reverse_complement
 from ..core.validate import whole_number
 from ..errors import InputError
 from .marginals import kmer_log_mask
 from .sampling import SamplingParams, step_logprobs
 
-_COMPLEMENT_CODE = str.maketrans("ACGTRYSWKMBDHVN", "TGCAYRSWMKVHDBN")
 _GC = np.array([b in "GC" for b in BASES])
 #: steps back a design may take before its constraints are called too tight to meet
 MAX_STEPS_BACK = 5000
@@ -154,6 +153,9 @@ class ConstraintChecker:
     def __post_init__(self) -> None:
         n = 4**self.k
         self._digits = (np.arange(n)[:, None] // 4 ** np.arange(self.k - 1, -1, -1)) % 4  # [4^k, k]
+        design = self.static[self.start : self.start + self.n_bases]
+        self._must_gc = ~design[:, ~_GC].any(1)  # per design base: only G or C allowed
+        self._can_gc = design[:, _GC].any(1)  # G or C allowed
         self._rest = self._remaining_gc()
         # what the token's own bases do, for every 6-mer: sites ending at base j with the rest before it
         # matching; GC counts of its first j bases
@@ -170,9 +172,8 @@ class ConstraintChecker:
         self._codon_cache: dict = {}
         self._static_cache: dict = {}
         self._one_hot = np.eye(4, dtype=np.float32)[self._digits].reshape(n, self.k * 4)  # [4^k, k*4]
-        design = self.static[self.start : self.start + self.n_bases]  # per design base: must / can be G or C
-        self._window_rest = (np.concatenate([[0], np.cumsum(~design[:, ~_GC].any(1))]),
-                             np.concatenate([[0], np.cumsum(design[:, _GC].any(1))]))
+        self._window_rest = (np.concatenate([[0], np.cumsum(self._must_gc)]),
+                             np.concatenate([[0], np.cumsum(self._can_gc)]))
 
     @classmethod
     def build(cls, constraints: DesignConstraints, k: int, start: int, n_bases: int, context: str,
@@ -182,7 +183,7 @@ class ConstraintChecker:
         motifs: list[tuple[str, np.ndarray]] = []
         for name in constraints.avoid:
             label, site = resolve_site(name)
-            for code in dict.fromkeys([site, site.translate(_COMPLEMENT_CODE)[::-1]]):
+            for code in dict.fromkeys([site, reverse_complement(site)]):
                 motifs.append((label, _motif_matrix(code)))
         if constraints.max_homopolymer:
             run = constraints.max_homopolymer + 1
@@ -217,8 +218,7 @@ class ConstraintChecker:
         n = self.n_bases
         per_lo, per_hi = np.zeros(n + 1, dtype=int), np.zeros(n + 1, dtype=int)
         static = self.static[self.start : self.start + n]
-        can_gc, can_at = static[:, _GC].any(1), static[:, ~_GC].any(1)
-        per_lo[:n], per_hi[:n] = (~can_at).astype(int), can_gc.astype(int)
+        per_lo[:n], per_hi[:n] = self._must_gc, self._can_gc
         for i, allowed in enumerate(self.codons):
             if 3 * i + 3 > n:
                 break
@@ -236,7 +236,7 @@ class ConstraintChecker:
 
     def allowed(self, step: int, chosen: str) -> np.ndarray:
         """[4^k] bool: the 6-mers allowed at token `step` after the generated bases `chosen`
-        (step * k of them, fixed bases included).
+        (step * k of them, fixed bases included): the per-position mask and every constraint.
 
         Every check splits into the bases before the token (one row's history: plain Python) and the
         token's own bases (the same for every row and step: tables made once), so a step costs a few
@@ -244,7 +244,7 @@ class ConstraintChecker:
         k = self.k
         first = step * k  # generated position of this token's first base
         live = [j for j in range(k) if self.start <= first + j < self.start + self.n_bases]
-        ok = np.ones(4**k, dtype=bool)
+        ok = self.static_ok(step).copy()
         if not live:  # the last token's filling after the design is free
             return ok
         before = self.prompt_tail + chosen
@@ -326,6 +326,10 @@ class ConstraintChecker:
     def kmer_text(self, index: int) -> str:
         return "".join(BASES[d] for d in self._digits[index])
 
+    def extended(self, paths: list[str], kmers) -> list[str]:
+        """Each row's generated bases with its next 6-mer added."""
+        return [path + self.kmer_text(int(i)) for path, i in zip(paths, kmers, strict=True)]
+
     def static_ok(self, step: int) -> np.ndarray:
         """[4^k] bool: the 6-mers the per-position mask (fixed bases, IUPAC template) allows at `step`."""
         if step not in self._static_cache:
@@ -341,14 +345,14 @@ class ConstraintChecker:
         return per_base if int(np.prod(per_base.sum(1))) == int(allowed.sum()) else None
 
 
-def search(checker: ConstraintChecker, n_tokens: int, fixed: str, order: np.ndarray,
+def search(checker: ConstraintChecker, n_tokens: int, order: np.ndarray,
            max_steps_back: int = MAX_STEPS_BACK) -> str | None:
     """A design meeting every constraint, found without the model (6-mers tried in `order`, depth first,
     stepping back from dead ends), or None when there is none (or none within `max_steps_back`)."""
     chosen, tried = "", [np.zeros(4**checker.k, dtype=bool) for _ in range(n_tokens)]
     step, back = 0, 0
     while step < n_tokens:
-        ok = checker.allowed(step, chosen) & checker.static_ok(step) & ~tried[step]
+        ok = checker.allowed(step, chosen) & ~tried[step]
         candidates = order[ok[order]]
         if not len(candidates):
             if step == 0 or back >= max_steps_back:
@@ -364,10 +368,10 @@ def search(checker: ConstraintChecker, n_tokens: int, fixed: str, order: np.ndar
     return chosen[checker.start : checker.start + checker.n_bases]
 
 
-def check_feasible(checker: ConstraintChecker, n_tokens: int, fixed: str) -> None:
+def check_feasible(checker: ConstraintChecker, n_tokens: int) -> None:
     """Refuse, before any model work, constraints no design can meet, naming the conflict."""
     order = np.random.default_rng(0).permutation(4**checker.k)
-    if search(checker, n_tokens, fixed, order) is not None:
+    if search(checker, n_tokens, order) is not None:
         return
     c = checker.constraints
     if c.gc and checker.gc_bounds is not None:
@@ -395,7 +399,7 @@ def check_feasible(checker: ConstraintChecker, n_tokens: int, fixed: str) -> Non
                                      a.max_homopolymer or b.max_homopolymer, a.gc or b.gc, a.gc_window or b.gc_window)
             pair = ConstraintChecker.build(both, checker.k, checker.start, checker.n_bases, checker.prompt_tail,
                                            checker.static)
-            if search(pair, n_tokens, fixed, order) is None:
+            if search(pair, n_tokens, order) is None:
                 raise InputError(f"no design can meet both {label_a} and {label_b} (with the mask and prompt)")
     raise InputError("no design meets all the constraints together (each pair of them can be met; try "
                      "loosening one)")
@@ -412,8 +416,7 @@ class DeadEnd(Exception):
 def path_allowed(checker: ConstraintChecker, step: int, paths: list[str]) -> np.ndarray:
     """[rows, 4^k] the 6-mers each row may take at `step` after its generated bases `paths[row]`; DeadEnd when
     a row may take none."""
-    static = checker.static_ok(step)
-    ok = np.stack([checker.allowed(step, path) & static for path in paths])
+    ok = np.stack([checker.allowed(step, path) for path in paths])
     if not ok.any(axis=1).all():
         raise DeadEnd(step)
     return ok
@@ -426,19 +429,16 @@ def constrained_logprobs(kmer_logits: torch.Tensor, params: SamplingParams, ok: 
     Base-level mode keeps its per-base draw where the allowed set is every combination of some bases;
     where a constraint couples a token's bases it draws from the constrained joint distribution."""
     device = kmer_logits.device
-    joint_mask = torch.from_numpy(np.where(ok, 0.0, -np.inf).astype(np.float32)).to(device)
-    joint = step_logprobs(kmer_logits, SamplingParams("token", params.temperature, params.top_k, params.top_p),
-                          joint_mask)
-    if params.mode == "token":
-        return joint
-    rows = []
-    for r in range(len(ok)):
-        per_base = checker.coupling(ok[r])
-        if per_base is None:
-            rows.append(joint[r])
-        else:
-            mask = kmer_log_mask(torch.from_numpy(per_base).to(device))
-            rows.append(step_logprobs(kmer_logits[r : r + 1], params, mask)[0])
-    return torch.stack(rows)
+    per_base = [None] * len(ok) if params.mode == "token" else [checker.coupling(row) for row in ok]
+    joint = None
+    if any(p is None for p in per_base):  # some row's bases are coupled (or token mode): the masked joint
+        joint_mask = torch.from_numpy(np.where(ok, 0.0, -np.inf).astype(np.float32)).to(device)
+        joint = step_logprobs(kmer_logits, SamplingParams("token", params.temperature, params.top_k, params.top_p),
+                              joint_mask)
+        if params.mode == "token":
+            return joint
+    return torch.stack([joint[r] if p is None else
+                        step_logprobs(kmer_logits[r : r + 1], params, kmer_log_mask(torch.from_numpy(p).to(device)))[0]
+                        for r, p in enumerate(per_base)])
 
 

@@ -163,6 +163,18 @@ def plan_generation(
     )
 
 
+def _prefill(bundle: ModelBundle, prompt_ids: list[int], n_steps: int, samples: int):
+    """(KV cache with room for `n_steps` more tokens, the hidden state that predicts the first) after one
+    prefill of the shared prompt, repeated for the samples."""
+    ids = torch.tensor([prompt_ids], device=bundle.device)
+    cache = preallocated_cache(bundle.model.config, len(prompt_ids) + n_steps)
+    hidden = bundle.hidden_states(ids, cache)[:, -1]
+    if samples > 1:
+        cache.batch_repeat_interleave(samples)
+        hidden = hidden.expand(samples, -1)
+    return cache, hidden
+
+
 @torch.inference_mode()
 def decode_kmers(
     bundle: ModelBundle,
@@ -179,12 +191,7 @@ def decode_kmers(
     then one forward pass per token through the decoder and the k-mer rows of
     the output projection only.
     """
-    ids = torch.tensor([prompt_ids], device=bundle.device)
-    cache = preallocated_cache(bundle.model.config, len(prompt_ids) + allowed.shape[0])
-    hidden = bundle.hidden_states(ids, cache)[:, -1]
-    if samples > 1:
-        cache.batch_repeat_interleave(samples)
-        hidden = hidden.expand(samples, -1)
+    cache, hidden = _prefill(bundle, prompt_ids, allowed.shape[0], samples)
     masks = StepMasks(allowed)
     for step in range(len(masks)):
         logprobs = step_logprobs(bundle.kmer_logits(hidden), params, masks[step])
@@ -211,19 +218,12 @@ def decode_kmers_constrained(
     (they share the cache); the others choose as before, since a token's draw depends only on its seed,
     its index and what precedes it."""
     k = bundle.k
-    ids = torch.tensor([prompt_ids], device=bundle.device)
-    cache = preallocated_cache(bundle.model.config, len(prompt_ids) + n_steps)
-    hidden = bundle.hidden_states(ids, cache)[:, -1]
-    if samples > 1:
-        cache.batch_repeat_interleave(samples)
-        hidden = hidden.expand(samples, -1)
+    cache, hidden = _prefill(bundle, prompt_ids, n_steps, samples)
     hiddens, picks, texts = [hidden], [], [""] * samples
     ruled_out: dict[tuple[int, int], np.ndarray] = {}
     step = back = 0
     while step < n_steps:
-        static = checker.static_ok(step)
-        ok = np.stack([checker.allowed(step, texts[r]) & static & ~ruled_out.get((r, step), False)
-                       for r in range(samples)])
+        ok = np.stack([checker.allowed(step, texts[r]) & ~ruled_out.get((r, step), False) for r in range(samples)])
         dead = ~ok.any(axis=1)
         if dead.any():
             if step == 0 or back >= MAX_STEPS_BACK:
@@ -242,7 +242,7 @@ def decode_kmers_constrained(
         logprobs = constrained_logprobs(bundle.kmer_logits(hiddens[step]), params, ok, checker)
         kmers = choose(logprobs, noise(step) if noise else None)
         picks.append(kmers)
-        texts = [t + checker.kmer_text(int(i)) for t, i in zip(texts, kmers, strict=True)]
+        texts = checker.extended(texts, kmers)
         yield step, (kmers, logprobs)
         if step + 1 < n_steps:
             next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
@@ -328,7 +328,7 @@ def generate_stream(
     if constraints:
         checker = ConstraintChecker.build(constraints, bundle.k, len(plan.fixed_bases), plan.n_bases,
                                           plan.context_bases, plan.allowed.reshape(-1, 4))
-        check_feasible(checker, plan.n_tokens, plan.fixed_bases)
+        check_feasible(checker, plan.n_tokens)
     total_tokens = len(plan.prompt_ids) + plan.n_tokens
     bundle.check_memory(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),
                         f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")

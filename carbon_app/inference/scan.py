@@ -173,9 +173,6 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
     return frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size
 
 
-_COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A"}
-
-
 def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int], window: int, frames: int,
                              prefix: str, method: str, alternates: dict[int, str] | None = None,
                              strand_average: bool = False, progress: Callable[[float], None] | None = None
@@ -191,12 +188,11 @@ def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int]
             progress=progress and (lambda done: progress(share * done)), alternates=alternates)[0], 0)
         if not strand_average:
             return forward
-        mirrored = {len(seq) - 1 - p: "".join(_COMPLEMENT[b] for b in (alternates or {}).get(p, BASES))
-                    for p in positions}
+        mirrored = {len(seq) - 1 - p: reverse_complement((alternates or {}).get(p, BASES)) for p in positions}
         back = np.nanmean(substitution_deltas(
             bundle, reverse_complement(seq), sorted(mirrored), window, frames, prefix, method,
             progress=progress and (lambda done: progress(0.5 + 0.5 * done)), alternates=mirrored)[0], 0)[::-1]
-    complement_columns = [BASES.index(_COMPLEMENT[b]) for b in BASES]
+    complement_columns = [BASES.index(reverse_complement(b)) for b in BASES]
     return (forward + back[:, complement_columns]) / 2
 
 

@@ -187,8 +187,7 @@ def speculative_decode_kmers(
         return constrained_logprobs(logits, params, path_allowed(checker, step, paths), checker)
 
     def extended(paths: list[str], tokens: torch.Tensor) -> list[str]:
-        return paths if checker is None else [t + checker.kmer_text(int(i)) for t, i in zip(paths, tokens,
-                                                                                             strict=True)]
+        return paths if checker is None else checker.extended(paths, tokens)
 
     # Caches hold everything but the newest token ("pending"), which the next round feeds first.
     ids = torch.tensor([prompt_ids], device=device)

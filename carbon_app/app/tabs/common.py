@@ -8,11 +8,12 @@ from dataclasses import dataclass
 import gradio as gr
 
 from ...assets import ASSETS
+from .. import formatting as fmt
 from ..service import Service
 
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)  # one request on the model at a time, all tabs
 FREE = dict(allow_custom_value=True)  # the value goes to the service or engine, which names a wrong one
-SCORING = [("reference FNS marginals", "marginal"), ("exact chain rule", "chain")]
+SCORING = [(words, method) for method, words in fmt.METHOD_WORDS.items()]  # the scoring dropdowns' choices
 
 try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
     import spaces
