@@ -114,6 +114,18 @@ def test_marginals_from_raw_logits_equal_those_of_the_normalised_log_probs():
     assert torch.allclose(normalised[finite], direct[finite], atol=1e-5)
 
 
+def test_training_marginals_in_float32_match_the_float64_ones_and_stay_finite():
+    """The loss's fast path: equal where both are representable, clamped (not -inf, not NaN) far below."""
+    logprobs = torch.log_softmax(torch.randn(5, 4096) * 4, dim=-1)
+    assert torch.allclose(log_marginals(logprobs, precise=False), log_marginals(logprobs), atol=1e-5)
+    far = torch.full((1, 4096), -200.0)
+    far[0, 0] = 0.0  # every k-mer but AAAAAA ~200 nats down: float32 cannot hold those bases
+    fast = log_marginals(far.requires_grad_(), precise=False)
+    assert torch.isfinite(fast).all() and fast[0, 0, 0] == 0 and (fast[0, :, 1:] < -80).all()
+    fast.sum().backward()
+    assert torch.isfinite(far.grad).all()
+
+
 def test_kmer_digits_spell_the_release_order_and_invert():
     index = torch.arange(4096)
     digits = kmer_digits(index, 6)

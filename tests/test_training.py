@@ -9,6 +9,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import torch
 
 from carbon_app.core.dna import reverse_complement
 from carbon_app.training import data as demo_data
@@ -195,7 +196,7 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
                                                                "prokaryote": {"train_windows": 3}},
                                                     "train_regions": {"trna": 2, "none": 4}}))
     cfg = TrainConfig(name="tiny", data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2,
-                      kv_heads=1, ffn=64, steps=4, batch=2, warmup=1, eval_every=2)
+                      kv_heads=1, ffn=64, steps=4, batch=2, warmup=1, eval_every=2, compile=False)
     out = train(cfg)
     log = json.loads((out / "training.json").read_text())["log"]
     assert [entry["step"] for entry in log] == [2, 4]
@@ -204,3 +205,24 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     assert list(bundle.tags.species) == ["plant"] and list(bundle.tags.regions) == ["trna"]  # what it saw
     result = generate(bundle, "ACGTAC", 20, species="plant", region="trna", seed=1)
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20
+
+
+@pytest.mark.slow
+def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
+    """`TrainConfig.compile` fuses kernels in place; the numbers and parameter names stay the eager ones."""
+    from carbon_app.training.train import TrainConfig, build_model, kmer_losses
+
+    cfg = TrainConfig(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128)
+    rows = torch.randint(20, 20 + 4096, (3, 40), generator=torch.Generator().manual_seed(0))
+    eager, compiled = build_model(cfg, 4124, 0), build_model(cfg, 4124, 0)
+    names = list(compiled.state_dict())
+    compiled.model.compile()
+    results = []
+    for model in (eager, compiled):
+        ce, fns, _ = kmer_losses(model, rows, 20, 4096)
+        (ce + fns).backward()
+        results.append((ce.item(), fns.item(), model.model.layers[0].mlp.up_proj.weight.grad.clone()))
+    assert list(compiled.state_dict()) == names
+    assert results[0][0] == pytest.approx(results[1][0], abs=1e-4)
+    assert results[0][1] == pytest.approx(results[1][1], abs=1e-4)
+    assert torch.allclose(results[0][2], results[1][2], atol=1e-5)

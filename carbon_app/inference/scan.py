@@ -17,7 +17,9 @@ frames, in exactly the windows `score_variant` reads for that substitution
 same delta whatever region it is scanned in and from the Variant tab; tests
 check they agree. Neighbouring positions share windows (a window serves the
 k positions whose frames it reads), so a region of L positions costs L + k - 1
-windows, each scored once and re-read after each substituted token.
+windows, each scored once and re-read after each substituted token. Windows
+go through the model in batches, and so do the substitutions that share a
+token index across windows (a batch of scattered variants gains most).
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ from .score import (
 )
 
 MAX_SCAN_POSITIONS = 2000
+
+
+
+def _pass_tokens(bundle: ModelBundle) -> int:
+    """Tokens per batched forward pass: a GPU is fed whole batches; a CPU slows beyond a couple of
+    thousand (they no longer fit its caches: measured on the bundled model, 2 cores)."""
+    return 16_384 if bundle.device.type == "cuda" else 2_048
 
 
 @dataclass
@@ -160,16 +169,29 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
         for f in starts:
             serves[(lo + f, lo + f + size)].append((pos0, f))
     frame_deltas = np.full((frames, len(positions), 4), np.nan)
-    ll_ref, prompt_text = 0.0, ""
-    for i, ((lo, hi), wanted) in enumerate(sorted(serves.items())):
+    ordered = sorted(serves.items())
+    per_pass = max(1, _pass_tokens(bundle) // (size // bundle.k + 1)) if ordered else 1
+    groups: list[list[tuple[tuple[int, int], list[tuple[int, int]]]]] = []  # windows of one length, batched
+    for item in ordered:
+        (lo, hi), _ = item
+        if groups and len(groups[-1]) < per_pass and groups[-1][0][0][1] - groups[-1][0][0][0] == hi - lo:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    ll_ref, prompt_text, done = 0.0, "", 0
+    for group in groups:
         if progress:
-            progress(i / len(serves))
-        wanted_here = {p: (alternates or {}).get(p, BASES) for p, _ in wanted}
-        deltas, ll, text = _scan_window(bundle, seq, lo, hi, wanted_here, prefix, method, what)
-        for pos0, f in wanted:
-            frame_deltas[f, row[pos0]] = deltas[pos0]
-        if i == 0:
-            ll_ref, prompt_text = ll, text
+            progress(done / len(ordered))
+        asked = [(lo, hi, {p: (alternates or {}).get(p, BASES) for p, _ in wanted}) for (lo, hi), wanted in group]
+        scored = _scan_windows(bundle, seq, asked, prefix, method, what)
+        for (_, wanted), (deltas, ll, text) in zip(group, scored, strict=True):
+            for pos0, f in wanted:
+                frame_deltas[f, row[pos0]] = deltas[pos0]
+            if done == 0:
+                ll_ref, prompt_text = ll, text
+            done += 1
+    if progress and ordered:
+        progress(1.0)
     return frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size
 
 
@@ -197,65 +219,75 @@ def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int]
 
 
 @torch.inference_mode()
-def _scan_window(bundle: ModelBundle, seq: str, lo: int, hi: int, positions: dict[int, str], prefix: str,
-                 method: str, what: str) -> tuple[dict[int, np.ndarray], float, str]:
-    """The substitutions {position (0-based, inside window [lo, hi)): alternate bases} scored in that
-    one window: {position: delta per alternate [4], NaN at the reference base and at bases not asked
-    for}, the reference's log-likelihood and the prompt text."""
-    win = seq[lo:hi]
-    k = bundle.k
-    n_tokens = -(-len(win) // k)
-    prompt_text = dna_prompt(prefix, win, k)
-    ids = torch.tensor([bundle.tokenizer.encode(prompt_text)], device=bundle.device)
+def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, dict[int, str]]], prefix: str,
+                  method: str, what: str) -> list[tuple[dict[int, np.ndarray], float, str]]:
+    """The substitutions asked for in each of `windows` (all of one length: (lo, hi, {position (0-based,
+    inside [lo, hi)): alternate bases})), scored in that window. For each window: {position: delta per
+    alternate [4], NaN at the reference base and at bases not asked for}, the reference's log-likelihood
+    and the prompt text.
+
+    The reference windows go through the model as one batch. Every substitution is then re-read from
+    its own window's cache cut before its token, batched with the substitutions of every window that
+    share that token index (windows are centred on their variants, so most share one of two).
+    """
+    k, config = bundle.k, bundle.model.config
+    kmer_start = bundle.tokenizer.kmer_start_id
+    texts = [dna_prompt(prefix, seq[lo:hi], k) for lo, hi, _ in windows]
+    ids = torch.tensor([bundle.tokenizer.encode(text) for text in texts], device=bundle.device)
+    size = windows[0][1] - windows[0][0]
+    n_tokens = -(-size // k)
     first = ids.shape[1] - n_tokens - 1  # index of <dna>
     real = torch.zeros(n_tokens * k, dtype=torch.bool, device=bundle.device)
-    real[: len(win)] = True
+    real[:size] = True
     real = real.reshape(n_tokens, k)
-    allowed = torch.ones(n_tokens * k, 4, dtype=torch.bool)
-    allowed[: len(win)] = torch.from_numpy(mask_from_template(win))
-    allowed = allowed.reshape(n_tokens, k, 4).to(bundle.device)
+    allowed = torch.ones(len(windows), n_tokens * k, 4, dtype=torch.bool)
+    for r, (lo, hi, _) in enumerate(windows):
+        allowed[r, :size] = torch.from_numpy(mask_from_template(seq[lo:hi]))
+    allowed = allowed.reshape(len(windows), n_tokens, k, 4).to(bundle.device)
 
-    # the largest batch: 3 alternates at each of the k positions of the first token, re-reading the rest
-    largest = 3 * k * n_tokens
-    bundle.check_memory(ids.shape[1] + largest, max(ids.shape[1], largest), n_tokens + largest,
-                        f"{what} in {len(win):,}-base windows")
-    cache = preallocated_cache(bundle.model.config, ids.shape[1])
-    hidden = bundle.hidden_states(ids[:, :-1], cache)[0, first:]  # [n_tokens, H]: predicts token i
+    rows, width = len(windows), ids.shape[1]
+    alt_rows = max(1, _pass_tokens(bundle) // n_tokens)
+    bundle.check_memory((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
+                        (rows + alt_rows) * n_tokens, f"{what} in {size:,}-base windows")
+    cache = preallocated_cache(config, width)
+    hidden = bundle.hidden_states(ids[:, :-1], cache)[:, first:]  # [rows, n_tokens, H]: predicts token i
     ref_kmer_logits = bundle.kmer_logits(hidden)
-    ref_per_base = _per_base(ref_kmer_logits, allowed, method).masked_fill(~real, 0.0)  # [n_tokens, k]
-    ref_token_sums = ref_per_base.sum(dim=1)
-    kmer_ids = ids[0, first + 1 :]
+    ref_per_base = _per_base(ref_kmer_logits.flatten(0, 1), allowed.flatten(0, 1), method)
+    ref_per_base = ref_per_base.reshape(rows, n_tokens, k).masked_fill(~real, 0.0)
+    # per-token sums in float64: a window's log-likelihood is ~-1,000, where float32 steps by ~6e-5, and a
+    # delta is a difference of two such sums
+    ref_token_sums = ref_per_base.double().sum(dim=2)  # [rows, n_tokens]
+    kmer_ids = ids[:, first + 1 :]  # [rows, n_tokens]
 
-    deltas = {p: np.full(4, np.nan) for p in positions}
-    for t in sorted({(p - lo) // k for p in positions}):
-        variants = []  # (window position, alternate base index)
-        for j in range(k):
-            q = t * k + j
-            if lo + q in deltas and win[q] in "ACGT":
-                variants += [(q, b) for b in range(4) if BASES[b] != win[q] and BASES[b] in positions[lo + q]]
-        if not variants:
-            continue
-        batch = len(variants)
-        alt_allowed = allowed[t].unsqueeze(0).repeat(batch, 1, 1)
-        alt_digits = kmer_digits(kmer_ids[t] - bundle.tokenizer.kmer_start_id, k).unsqueeze(0).repeat(batch, 1)
-        for row, (q, b) in enumerate(variants):
-            alt_allowed[row, q % k] = False
-            alt_allowed[row, q % k, b] = True
-            alt_digits[row, q % k] = b
-        # the substituted token, scored from the reference pass
-        own = _per_base(ref_kmer_logits[t].expand(batch, -1), alt_allowed, method).masked_fill(~real[t], 0.0)
-        change = own.sum(dim=1) - ref_token_sums[t]
-        if t + 1 < n_tokens:  # the tokens after it, recomputed from the cache cut before it
-            keep = first + 1 + t
-            cut = branch(bundle.model.config, cache, keep, batch, n_tokens - t)
-            alt_token = bundle.tokenizer.kmer_start_id + kmer_index(alt_digits)
-            suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[t + 1 : n_tokens - 1].expand(batch, -1)], dim=1)
-            later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1
-            later_logits = bundle.kmer_logits(later_hidden).flatten(0, 1)
-            later_allowed = allowed[t + 1 :].expand(batch, -1, -1, -1).flatten(0, 1)
-            later_per_base = _per_base(later_logits, later_allowed, method)
-            later_per_base = later_per_base.reshape(batch, -1, k).masked_fill(~real[t + 1 :], 0.0)
-            change = change + later_per_base.sum(dim=(1, 2)) - ref_token_sums[t + 1 :].sum()
-        for row, (q, b) in enumerate(variants):
-            deltas[lo + q][b] = float(change[row])
-    return deltas, float(ref_per_base.sum()), prompt_text
+    by_token: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # token -> (window, position in it, base)
+    for r, (lo, _, positions) in enumerate(windows):
+        for pos0, bases in positions.items():
+            q = pos0 - lo
+            if seq[pos0] in "ACGT":
+                by_token[q // k] += [(r, q, b) for b in range(4) if BASES[b] != seq[pos0] and BASES[b] in bases]
+    deltas = [{p: np.full(4, np.nan) for p in positions} for _, _, positions in windows]
+    for t, jobs in sorted(by_token.items()):
+        for c in range(0, len(jobs), alt_rows):
+            chunk = jobs[c : c + alt_rows]
+            which = torch.tensor([r for r, _, _ in chunk], device=bundle.device)
+            alt_allowed = allowed[which, t].clone()  # [batch, k, 4]
+            alt_digits = kmer_digits(kmer_ids[which, t] - kmer_start, k)
+            for i, (_, q, b) in enumerate(chunk):
+                alt_allowed[i, q % k] = False
+                alt_allowed[i, q % k, b] = True
+                alt_digits[i, q % k] = b
+            # the substituted token, scored from the reference pass
+            own = _per_base(ref_kmer_logits[which, t], alt_allowed, method).masked_fill(~real[t], 0.0)
+            change = own.double().sum(dim=1) - ref_token_sums[which, t]
+            if t + 1 < n_tokens:  # the tokens after it, recomputed from its window's cache cut before it
+                cut = branch(config, cache, first + 1 + t, len(chunk), n_tokens - t, rows=which)
+                alt_token = kmer_start + kmer_index(alt_digits)
+                suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[which, t + 1 : n_tokens - 1]], dim=1)
+                later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1
+                later = _per_base(bundle.kmer_logits(later_hidden).flatten(0, 1),
+                                  allowed[which, t + 1 :].flatten(0, 1), method)
+                later = later.reshape(len(chunk), -1, k).masked_fill(~real[t + 1 :], 0.0)
+                change = change + (later.double().sum(dim=2) - ref_token_sums[which, t + 1 :]).sum(dim=1)
+            for i, (r, q, b) in enumerate(chunk):
+                deltas[r][windows[r][0] + q][b] = float(change[i])
+    return [(deltas[r], float(ref_token_sums[r].sum()), texts[r]) for r in range(rows)]

@@ -64,6 +64,7 @@ class TrainConfig:
     bf16_autocast: bool = True  # matrix products in bf16 (AMX on recent Xeons, tensor cores on a GPU); losses fp32
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
     init: str | None = None  # a model directory to start from (continued training) instead of random weights
+    compile: bool = True  # torch.compile the decoder: fused element-wise kernels, ~1.6x faster steps on a CPU
 
     @property
     def out(self) -> Path:
@@ -101,9 +102,11 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     kmer = targets[keep] - kmer_start
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     ce = F.nll_loss(logprobs, kmer)
-    digits = kmer_digits(kmer, k_of(n_kmers))
-    marginal_input = logprobs if with_fns else logprobs.detach()  # FNS only trains in its stage
-    fns = -log_marginals(marginal_input).gather(-1, digits.unsqueeze(-1)).mean()
+    if with_fns:
+        digits = kmer_digits(kmer, k_of(n_kmers))
+        fns = -log_marginals(logprobs, precise=False).gather(-1, digits.unsqueeze(-1)).mean()
+    else:  # before its stage FNS is neither trained nor worth its cost on every step
+        fns = torch.full((), float("nan"), device=rows.device)
     kl = torch.zeros((), device=rows.device)
     if teacher is not None:
         with torch.no_grad():
@@ -139,6 +142,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     teacher = None
     if cfg.teacher:
         teacher = LlamaForCausalLM.from_pretrained(cfg.teacher, dtype=torch.float32).to(cfg.device).eval()
+    if cfg.compile:  # in place: parameter names, checkpoints and the saved model are unchanged
+        for decoder in (model.model, teacher.model if teacher else None):
+            if decoder is not None:
+                decoder.compile()
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     cfg.out.mkdir(parents=True, exist_ok=True)
     checkpoint = cfg.out / "checkpoint.pt"
@@ -182,8 +189,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             model.eval()
             with torch.no_grad():
                 v_ce, v_fns, _ = kmer_losses(model, validation, kmer_start, n_kmers)
-            entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(), "train_fns": fns.item(),
-                     "val_ce": v_ce.item(), "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
+            entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(),
+                     "train_fns": fns.item() if with_fns else None, "val_ce": v_ce.item(),
+                     "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
             log.append(entry)
             print(f"  validation: ce/token {v_ce.item():.4f} ({entry['val_bits_per_base']:.3f} bits/base), "
@@ -219,11 +227,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
     parser.add_argument("--lr", type=float, help="peak learning rate")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--no-compile", dest="compile", action="store_false", default=None,
+                        help="run the decoder eagerly (torch.compile needs a C++ compiler on a CPU)")
+    parser.add_argument("--fns-from", type=float, help="share of the steps after which FNS joins the loss "
+                        "(0: from the start, as suits continued training)")
     parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
-    for key in ("steps", "init", "name", "lr", "device"):
-        if getattr(args, key):
+    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile"):
+        if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
         cfg = replace(cfg, teacher=args.teacher or str(Path(args.out_root) / "carbon-demo" / "model"))
