@@ -37,3 +37,25 @@ def test_generation_suite_runs_and_its_contenders_agree(capsys):
     heads_fp32 = 4096 * (3072 + 1024) * 2  # the 6-mer rows kept in fp32: 2 more bytes each
     expected = ((three_b + five_hundred_m) * 2 + heads_fp32) / 2**30
     assert abs(weights - expected) < 0.01 * expected, (weights, expected)
+
+
+@pytest.mark.slow
+def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys):
+    """The GPU suite's code on the tiny shape: the JSON the README's table is made from has every field."""
+    import json
+
+    from carbon_app.tools.gpu_report import gpu_report, report_table, speculative_bounds
+
+    out = tmp_path / "gpu" / "latest.json"
+    report = gpu_report("cpu", ["tiny"], out, repeats=1, run_tests=False)
+    assert json.loads(out.read_text()) == report
+    assert {"device", "torch", "date", "copy_gb_s", "shapes"} <= set(report)
+    figures = report["shapes"]["tiny"]
+    for key in ("decode_tok_s", "decode_gb_s", "bw_fraction", "stock_tok_s", "ours_over_stock", "batched64_bp_s"):
+        assert figures[key] > 0, key
+    assert "| tiny |" in report_table(report) and "| tiny |" in capsys.readouterr().out
+    scoring = report["scoring"]
+    assert scoring["batch_snvs"] == 100 and scoring["batch_max_delta_diff"] < 1e-4
+    assert scoring["frames_cost"] > 0 and scoring["batch_speedup"] > 0
+    bounds = speculative_bounds("cpu", 1, target_shape="tiny", draft_shape="tiny", n_bases=60)
+    assert bounds["same_output"] and bounds["always_agreeing_speedup"] > 0 and bounds["useless_draft_ratio"] > 0

@@ -122,3 +122,43 @@ def test_generation_is_the_same_with_the_lean_and_the_transformers_forward(compa
     mask = "ACGTRYSWKMBDHVN" * 6 + "NN"
     kwargs = dict(prompt="ACGTTGCAACGTAGCTAGGCTA", n_bases=len(mask), mask=mask, **options)
     assert generate(compact, **kwargs).sequences == generate(plain, **kwargs).sequences
+
+
+@pytest.mark.parametrize("architecture", ["llama-gqa", "qwen2-qkv-bias"])
+@torch.inference_mode()
+def test_the_static_decode_step_computes_the_plain_steps_through_crops(architecture):
+    """The shape-static step a CUDA graph replays (run eagerly here): whole-capacity attention under a
+    mask of the written positions gives the plain step's hidden states, also after a step back."""
+    from carbon_app.model.graphs import StaticDecodeStep
+
+    reference, _, lean = _reference_and_lean(ARCHITECTURES[architecture])
+    prompt = torch.randint(0, 300, (1, 9))
+    plain, static = preallocated_cache(reference.config, 30), preallocated_cache(reference.config, 30)
+    lean(prompt, plain)
+    lean(prompt, static)
+    plain.batch_repeat_interleave(2)
+    static.batch_repeat_interleave(2)
+    step = StaticDecodeStep(lean, static, batch=2, graph=False)
+    for i in range(8):
+        if i == 5:
+            plain.crop(-2)
+            static.crop(-2)
+        ids = torch.randint(0, 300, (2, 1))
+        torch.testing.assert_close(step(ids), lean(ids, plain), rtol=0, atol=1e-5)
+        assert static.get_seq_length() == plain.get_seq_length()
+    with pytest.raises(ValueError, match="rows"):
+        StaticDecodeStep(lean, static, batch=3, graph=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("options", [dict(temperature=0.0, samples=1), dict(temperature=0.8, top_k=40, seed=5,
+                                                                           samples=4)])
+def test_cuda_graph_decoding_gives_the_eager_designs(compact_model_dir, options, monkeypatch):
+    """On a GPU the decode step is a replayed CUDA graph; the designs equal the eager forward's."""
+    from carbon_app.model.bundle import load_bundle
+
+    bundle = load_bundle(str(compact_model_dir), device="cuda")
+    kwargs = dict(prompt="ACGTTGCAACGTAGCTAGGCTA", n_bases=300, **options)
+    graphed = generate(bundle, **kwargs).sequences
+    monkeypatch.setenv("CARBON_CUDA_GRAPHS", "0")
+    assert generate(bundle, **kwargs).sequences == graphed

@@ -27,6 +27,7 @@ from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
+from ..model.graphs import decode_step
 from ..model.kv import preallocated_cache
 from .constraints import (
     MAX_STEPS_BACK,
@@ -192,6 +193,7 @@ def decode_kmers(
     the output projection only.
     """
     cache, hidden = _prefill(bundle, prompt_ids, allowed.shape[0], samples)
+    forward = decode_step(bundle, cache, samples)
     masks = StepMasks(allowed)
     for step in range(len(masks)):
         logprobs = step_logprobs(bundle.kmer_logits(hidden), params, masks[step])
@@ -199,7 +201,7 @@ def decode_kmers(
         yield kmers, logprobs
         if step + 1 < len(masks):
             next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
-            hidden = bundle.hidden_states(next_ids, cache)[:, -1]
+            hidden = forward(next_ids)[:, -1]
 
 
 @torch.inference_mode()
@@ -219,6 +221,7 @@ def decode_kmers_constrained(
     its index and what precedes it."""
     k = bundle.k
     cache, hidden = _prefill(bundle, prompt_ids, n_steps, samples)
+    forward = decode_step(bundle, cache, samples)
     hiddens, picks, texts = [hidden], [], [""] * samples
     ruled_out: dict[tuple[int, int], np.ndarray] = {}
     step = back = 0
@@ -246,7 +249,7 @@ def decode_kmers_constrained(
         yield step, (kmers, logprobs)
         if step + 1 < n_steps:
             next_ids = (kmers + bundle.tokenizer.kmer_start_id).unsqueeze(1)
-            hiddens.append(bundle.hidden_states(next_ids, cache)[:, -1])
+            hiddens.append(forward(next_ids)[:, -1])
         step += 1
 
 

@@ -214,8 +214,11 @@ def load_bundle(
     probe = tags.probe_text() or "<dna>"
     text_tokenizer = _load_text_tokenizer(path, trust_remote_code, probe)
     try:
+        # on a GPU the weights go straight from the file to the device (accelerate's device_map), never
+        # through a full copy in host memory
+        placement = {"device_map": device} if device.type == "cuda" else {}
         model = AutoModelForCausalLM.from_pretrained(
-            str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code
+            str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code, **placement
         )
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise ModelError(f"the weights in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None

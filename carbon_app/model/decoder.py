@@ -114,16 +114,25 @@ class LeanDecoder:
     def __call__(self, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
         batch, new = input_ids.shape
         past = cache.get_seq_length() if cache is not None else 0
-        x = self.embed(input_ids)
         positions = torch.arange(past, past + new, device=input_ids.device).unsqueeze(0)
-        cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions))  # [1, 1, new, head_dim]
         # One new token sees everything; a prompt with no history is plainly causal;
         # several new tokens after a history (a speculative verify) need the offset mask.
         mask, causal = None, False
         if new > 1 and past == 0:
             causal = True
         elif new > 1:
-            mask = torch.ones(new, past + new, dtype=torch.bool, device=x.device).tril(past)
+            mask = torch.ones(new, past + new, dtype=torch.bool, device=input_ids.device).tril(past)
+        store = (lambda index, k, v: cache.update(k, v, index)) if cache is not None else None
+        return self.forward(input_ids, positions, store, mask, causal)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, store, mask: torch.Tensor | None,
+                causal: bool) -> torch.Tensor:
+        """The stack itself, for new tokens at `positions` [1, new]: `store(layer index, keys, values)`
+        keeps the new keys and values and returns all those to attend to (None: the new ones only);
+        `mask` (True = attend) or `causal` says which of them each new token sees."""
+        batch, new = input_ids.shape
+        x = self.embed(input_ids)
+        cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions))  # [1, 1, new, head_dim]
         for index, layer in enumerate(self.layers):
             h = _rms_norm(x, layer.input_norm)
             qkv = F.linear(h, layer.qkv_weight, layer.qkv_bias)
@@ -131,8 +140,8 @@ class LeanDecoder:
             q = _rotate(q.view(batch, new, -1, layer.head_dim).transpose(1, 2), cos, sin)
             k = _rotate(k.view(batch, new, -1, layer.head_dim).transpose(1, 2), cos, sin)
             v = v.view(batch, new, -1, layer.head_dim).transpose(1, 2)
-            if cache is not None:
-                k, v = cache.update(k, v, index)
+            if store is not None:
+                k, v = store(index, k, v)
             attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                                   scale=layer.scaling, enable_gqa=True)
             x = x + layer.o_proj(attn.transpose(1, 2).reshape(batch, new, -1))

@@ -125,15 +125,21 @@ def copy_bandwidth(device: str, n_bytes: int = 2**30) -> float:
     return 2 * n_bytes / best / 1e9
 
 
-def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float) -> None:
-    """Bytes a batch-1 decode step must read (decoder weights, k-mer head, KV cache) over its time."""
+def decode_step_bytes(bundle, mean_context: int) -> int:
+    """Bytes a batch-1 decode step must read: decoder weights (one embedding row aside), the k-mer head
+    and the KV cache at `mean_context` tokens."""
     model = bundle.model.model
     embed = model.embed_tokens.weight
     weights = sum(p.numel() * p.element_size() for p in model.parameters()) - embed.numel() * embed.element_size()
     weights += bundle.dna_head.numel() * bundle.dna_head.element_size()
-    kv = bundle.working_bytes(mean_context, 0, 0)
-    achieved = (weights + kv) / step_seconds / 1e9
-    line = (f"decode step {1000 * step_seconds:.1f} ms reads {(weights + kv) / 1e9:.2f} GB: {achieved:.0f} GB/s, "
+    return weights + bundle.working_bytes(mean_context, 0, 0)
+
+
+def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float) -> None:
+    """Bytes a batch-1 decode step must read (decoder weights, k-mer head, KV cache) over its time."""
+    read = decode_step_bytes(bundle, mean_context)
+    achieved = read / step_seconds / 1e9
+    line = (f"decode step {1000 * step_seconds:.1f} ms reads {read / 1e9:.2f} GB: {achieved:.0f} GB/s, "
             f"{100 * achieved / peak:.0f}% of the measured copy bandwidth ({peak:.0f} GB/s)")
     if bundle.device.type == "cuda":
         name = torch.cuda.get_device_name(bundle.device)
@@ -445,9 +451,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--suite", default="generation,scan,speculative",
-                        help="comma-separated: generation, scan, speculative, vcf, constraints, ray")
+                        help="comma-separated: generation, scan, speculative, vcf, constraints, ray, gpu "
+                             "(the whole GPU report: see carbon_app.tools.gpu_report)")
+    parser.add_argument("--shapes", default="500M,3B,8B", help="the gpu suite's shapes")
+    parser.add_argument("--out", default="benchmarks/gpu/latest.json", help="where the gpu suite writes its report")
     args = parser.parse_args(argv)
     suites = set(args.suite.split(","))
+    if "gpu" in suites:
+        from .gpu_report import gpu_report
+
+        gpu_report(args.device, args.shapes.split(","), args.out, repeats=args.repeats)
     if "scan" in suites:
         scan_suite(args.repeats)
     if "vcf" in suites:

@@ -1,0 +1,279 @@
+"""The GPU report: every GPU figure in one command that fits one device call.
+
+    python -m carbon_app.tools.bench --suite gpu [--shapes 500M,3B,8B] [--out benchmarks/gpu/latest.json]
+
+On Carbon shapes with random weights (bf16, fp32 k-mer head), measured side
+by side in one run: the device's copy bandwidth; per shape, batch-1 greedy
+decoding in tokens/s and the GB/s it implies (weights + KV read per token) as
+a share of that bandwidth, stock `transformers` `generate` on the same model,
+base-level against token-level time and a 64-sample design in bases/s;
+speculative decoding of 3B with the target as its own draft (it always
+agrees: the upper bound) and with a 500M draft that never does (the
+fall-back); the peak memory of 3B + 500M at 32,768 tokens of context with the
+allocator capped at 22 GiB (an A10); and the GPU tests (`pytest -m gpu`).
+It prints a table and writes the figures as JSON. On a CPU it runs the same
+code on whatever shapes it is given (the tests use the tiny one).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import torch
+
+from ..core.dna import BASES
+from ..inference.generate import generate
+from .bench import _timed, copy_bandwidth, decode_step_bytes, paired_ratio
+from .synthetic import random_bundle
+
+A10_GIB = 22  # what an A10's 24 GB leave to one process
+
+
+def _prompt(bases: int, seed: int = 0) -> str:
+    generator = torch.Generator().manual_seed(seed)
+    return "".join("ACGT"[i] for i in torch.randint(0, 4, (bases - bases % 6,), generator=generator).tolist())
+
+
+def _medians(contenders: dict, repeats: int) -> dict[str, list[float]]:
+    """Each contender warmed up, then timed `repeats` times, interleaved."""
+    for fn in contenders.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            times[name].append(_timed(fn)[0])
+    return times
+
+
+def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, tokens: int = 128,
+                  design_samples: int = 64, design_bases: int = 1200) -> dict:
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    bundle = random_bundle(shape, dtype=dtype, device=device)
+    prompt = _prompt(600)
+    ids = torch.tensor([bundle.tokenizer.encode(f"<dna>{prompt}")], device=device)
+    stock = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0, eos_token_id=None)
+    with torch.inference_mode():
+        times = _medians({
+            "token": lambda: generate(bundle, prompt, tokens * 6, mode="token", temperature=0, seed=0),
+            "prefill": lambda: generate(bundle, prompt, 6, mode="token", temperature=0, seed=0),
+            "bp": lambda: generate(bundle, prompt, tokens * 6, mode="bp", temperature=0, seed=0),
+            "stock": lambda: bundle.model.generate(ids, **stock),
+            "design": lambda: generate(bundle, prompt[:60], design_bases, samples=design_samples, temperature=0.9,
+                                       seed=0),
+        }, repeats)
+    median = {name: statistics.median(t) for name, t in times.items()}
+    step = (median["token"] - median["prefill"]) / (tokens - 1)
+    read = decode_step_bytes(bundle, ids.shape[1] + tokens // 2)
+    return {
+        "decode_tok_s": 1 / step,
+        "decode_gb_s": read / step / 1e9,
+        "bw_fraction": read / step / 1e9 / copy_gb_s,
+        "stock_tok_s": tokens / median["stock"],
+        "ours_tok_s": tokens / median["token"],
+        "ours_over_stock": paired_ratio(times["stock"], times["token"]),
+        "bp_over_token": paired_ratio(times["bp"], times["token"]),
+        "batched64_bp_s": design_samples * design_bases / median["design"],
+    }
+
+
+def speculative_bounds(device: str, repeats: int, target_shape: str = "3B", draft_shape: str = "500M",
+                       n_bases: int = 768) -> dict:
+    """Greedy, base level: the target alone against the target drafting for itself (every token
+    accepted: the upper bound) and against a draft that never agrees (the engine must fall back)."""
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    target = random_bundle(target_shape, dtype=dtype, device=device)
+    useless = random_bundle(draft_shape, seed=7, dtype=dtype, device=device)
+    prompt = _prompt(600, seed=1)
+    runs = {
+        "alone": lambda: generate(target, prompt, n_bases, temperature=0),
+        "self_draft": lambda: generate(target, prompt, n_bases, temperature=0, draft=target, draft_always=True),
+        "useless_draft": lambda: generate(target, prompt, n_bases, temperature=0, draft=useless),
+    }
+    with torch.inference_mode():
+        outputs = {name: fn() for name, fn in runs.items()}
+        times = _medians(runs, repeats)
+    same = len({tuple(o.sequences) for o in outputs.values()}) == 1
+    return {
+        "target": target_shape, "draft": draft_shape, "bases": n_bases,
+        "alone_s": statistics.median(times["alone"]),
+        "always_agreeing_speedup": paired_ratio(times["alone"], times["self_draft"]),
+        "useless_draft_ratio": paired_ratio(times["alone"], times["useless_draft"]),
+        "same_output": same,
+        "useless_fallback": outputs["useless_draft"].speculative.fallback_reason,
+    }
+
+
+def scoring_ratios(device: str, repeats: int, shape: str = "500M", window: int = 1200) -> dict:
+    """Variant scoring on `shape`: six frames against one (per variant), and a batch of 100 SNVs (90
+    clustered: three alternates at 30 positions; 10 scattered) against scoring each alone."""
+    from ..inference.scan import mean_substitution_deltas
+    from ..inference.score import score_variant
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    bundle = random_bundle(shape, dtype=dtype, device=device)
+    seq = _prompt(40_000, seed=2)
+    other = {b: "C" if b != "C" else "A" for b in "ACGT"}
+    probes = [f"{p + 1}:{seq[p]}>{other[seq[p]]}" for p in range(5_000, 35_000, 3_000)]
+    with torch.inference_mode():
+        times = _medians({
+            "one frame": lambda: [score_variant(bundle, seq, v, window=window, frames=1) for v in probes],
+            "six frames": lambda: [score_variant(bundle, seq, v, window=window) for v in probes],
+        }, repeats)
+        wanted = {p: "".join(b for b in "ACGT" if b != seq[p]) for p in range(20_000, 20_030)}
+        wanted |= {p: other[seq[p]] for p in range(2_000, 40_000, 3_800)}
+        positions = sorted(wanted)
+        batch_s, batch = _timed(lambda: mean_substitution_deltas(bundle, seq, positions, window, bundle.k, "",
+                                                                 "marginal", alternates=wanted))
+        singles = [(i, b, f"{p + 1}:{seq[p]}>{b}") for i, p in enumerate(positions) for b in wanted[p]]
+        loop_s, alone = _timed(lambda: [score_variant(bundle, seq, v, window=window).delta for _, _, v in singles])
+    worst = max(abs(batch[i, BASES.index(b)] - d) for (i, b, _), d in zip(singles, alone, strict=True))
+    return {"shape": shape, "window": window, "frames_cost": paired_ratio(times["six frames"], times["one frame"]),
+            "batch_snvs": len(singles), "batch_s": batch_s, "loop_s": loop_s, "batch_speedup": loop_s / batch_s,
+            "batch_max_delta_diff": float(worst)}
+
+
+def memory_at_context(device: str, context: int = 32_768, cap_gib: float = A10_GIB) -> float | None:
+    """Peak GiB allocated with 3B + 500M loaded and the 3B generating after `context` tokens, under an
+    allocator capped at `cap_gib` (None without CUDA)."""
+    if device != "cuda":
+        return None
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gib * 2**30 / total))
+    try:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        target = random_bundle("3B", dtype=torch.bfloat16, device=device)
+        draft = random_bundle("500M", seed=1, dtype=torch.bfloat16, device=device)
+        prompt = _prompt((context - 64) * 6)
+        with torch.inference_mode():
+            generate(target, prompt, 60 * 6, temperature=0.9, seed=0)
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        del target, draft
+        return peak
+    finally:
+        torch.cuda.empty_cache()
+        torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+_LOAD_CHILD = """
+import json, resource, sys, time, torch
+from transformers import AutoModelForCausalLM
+from carbon_app.model.bundle import load_bundle
+path, how = sys.argv[1], sys.argv[2]
+began = time.perf_counter()
+if how == "device_map":
+    load_bundle(path, device=torch.device("cuda"), dtype=torch.bfloat16)
+else:
+    AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).to("cuda")
+torch.cuda.synchronize()
+print(json.dumps({"seconds": time.perf_counter() - began,
+                  "host_peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+"""
+
+
+def loading_report(device: str, shape: str = "8B") -> dict | None:
+    """Loading a `shape` checkpoint (bf16, from disk) onto the GPU, each way in a fresh process: the
+    engine's way (straight to the device) against loading to the CPU first; host peak RSS and time."""
+    if device != "cuda":
+        return None
+    from ..core.tokens import DnaConfig, build_tag_text_tokenizer
+    from .synthetic import CARBON_VOCAB_SIZE, random_model
+
+    with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
+        path = Path(tmp) / shape
+        random_model(shape, CARBON_VOCAB_SIZE, dtype=torch.bfloat16, device=device).save_pretrained(str(path))
+        torch.cuda.empty_cache()
+        text = build_tag_text_tokenizer(path)
+        config = DnaConfig(k=6, dna_start_id=len(text), dna_vocab_size=3 + 4096,
+                           special_tokens=("<dna>", "</dna>", "<oov>"))
+        (path / "dna_config.json").write_text(json.dumps(config.to_dict()))
+        out = {}
+        for how in ("device_map", "cpu_first"):
+            child = subprocess.run([sys.executable, "-c", _LOAD_CHILD, str(path), how], capture_output=True,
+                                   text=True, cwd=Path(__file__).resolve().parents[2], check=False)
+            lines = child.stdout.strip().splitlines()
+            out[how] = json.loads(lines[-1]) if child.returncode == 0 and lines else {"error": child.stderr[-500:]}
+        out["checkpoint_gib"] = sum(f.stat().st_size for f in path.iterdir()) / 2**30
+    return out
+
+
+def gpu_tests(repo: Path) -> dict:
+    """`pytest -m gpu` in a child process: counts from its JUnit report."""
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "gpu.xml"
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", f"--junitxml={junit}", "tests"],
+                       cwd=repo, check=False)
+        if not junit.exists():
+            return {"passed": 0, "failed": 0, "skipped": 0, "error": "pytest wrote no report"}
+        suite = ET.parse(junit).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
+    failed = counts["failures"] + counts["errors"]
+    return {"passed": counts["tests"] - failed - counts["skipped"], "failed": failed, "skipped": counts["skipped"]}
+
+
+def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3, run_tests: bool = True) -> dict:
+    name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU"
+    copy_gb_s = copy_bandwidth(device)
+    report = {"device": name, "torch": torch.__version__, "date": datetime.date.today().isoformat(),
+              "copy_gb_s": copy_gb_s, "shapes": {}}
+    for shape in shapes:
+        report["shapes"][shape] = measure_shape(shape, device, copy_gb_s, repeats)
+        if device == "cuda":  # the shape's weights are gone with its measurement
+            torch.cuda.empty_cache()
+        print(f"{shape}: {json.dumps(report['shapes'][shape])}", flush=True)
+    report["scoring"] = scoring_ratios(device, repeats, shape="500M" if "500M" in shapes else shapes[0])
+    print(f"scoring: {json.dumps(report['scoring'])}", flush=True)
+    if "3B" in shapes:
+        report["speculative"] = speculative_bounds(device, repeats)
+        report["memory_3B_500M_32k_peak_gib"] = memory_at_context(device)
+    report["loading_8B"] = loading_report(device)
+    if run_tests:
+        report["tests"] = gpu_tests(Path(__file__).resolve().parents[2])
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(report_table(report))
+    return report
+
+
+def report_table(report: dict) -> str:
+    """The report as a Markdown table, for the README."""
+    lines = [f"{report['device']}, torch {report['torch']}, {report['date']}; copy bandwidth "
+             f"{report['copy_gb_s']:,.0f} GB/s", "",
+             "| shape | decode tok/s | GB/s | share of copy bandwidth | stock tok/s | ours / stock | bp / token "
+             "| 64-sample design, bases/s |", "|---|---|---|---|---|---|---|---|"]
+    for shape, r in report["shapes"].items():
+        lines.append(f"| {shape} | {r['decode_tok_s']:,.0f} | {r['decode_gb_s']:,.0f} | {100 * r['bw_fraction']:.0f}% "
+                     f"| {r['stock_tok_s']:,.0f} | {r['ours_over_stock']:.2f}x | {r['bp_over_token']:.2f} "
+                     f"| {r['batched64_bp_s']:,.0f} |")
+    if "speculative" in report:
+        s = report["speculative"]
+        lines += ["", f"Speculative {s['target']} + {s['draft']}: always-agreeing draft "
+                      f"{s['always_agreeing_speedup']:.2f}x, useless draft {s['useless_draft_ratio']:.2f}x; "
+                      f"same output: {s['same_output']}"]
+    if report.get("memory_3B_500M_32k_peak_gib") is not None:
+        lines.append(f"3B + 500M at 32,768 tokens, allocator capped at {A10_GIB} GiB: peak "
+                     f"{report['memory_3B_500M_32k_peak_gib']:.2f} GiB")
+    if "scoring" in report:
+        r = report["scoring"]
+        lines.append(f"Scoring ({r['shape']}, {r['window']}-base windows): six frames cost "
+                     f"{r['frames_cost']:.2f}x one; a batch of {r['batch_snvs']} SNVs "
+                     f"{r['batch_speedup']:.2f}x faster than each alone "
+                     f"(deltas within {r['batch_max_delta_diff']:.1e})")
+    loading = report.get("loading_8B") or {}
+    if "seconds" in loading.get("device_map", {}) and "seconds" in loading.get("cpu_first", {}):
+        direct, via_cpu = loading["device_map"], loading["cpu_first"]
+        lines.append(f"Loading the 8B shape ({loading['checkpoint_gib']:.1f} GiB): straight to the GPU "
+                     f"{direct['seconds']:.1f} s, host peak {direct['host_peak_rss_gib']:.1f} GiB; through the CPU "
+                     f"{via_cpu['seconds']:.1f} s, host peak {via_cpu['host_peak_rss_gib']:.1f} GiB")
+    if "tests" in report:
+        lines.append(f"GPU tests: {report['tests']['passed']} passed, {report['tests']['failed']} failed")
+    return "\n".join(lines)
