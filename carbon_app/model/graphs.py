@@ -39,6 +39,9 @@ class StaticDecodeStep:
         self.capacity, device = buffer.shape[-2], buffer.device
         if buffer.shape[0] != batch:
             raise ValueError(f"the cache holds {buffer.shape[0]} rows, not {batch}")
+        for layer in self.layers:  # masked positions weigh zero, but 0 x NaN is NaN: no garbage may stay
+            layer._key_buffer[..., layer.length :, :].zero_()
+            layer._value_buffer[..., layer.length :, :].zero_()
         self.ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.position = torch.full((1,), self.layers[0].length, dtype=torch.long, device=device)
         self.columns = torch.arange(self.capacity, device=device)
