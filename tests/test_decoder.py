@@ -126,14 +126,15 @@ def test_generation_is_the_same_with_the_lean_and_the_transformers_forward(compa
 
 @pytest.mark.parametrize("architecture", ["llama-gqa", "qwen2-qkv-bias"])
 @torch.inference_mode()
-def test_the_static_decode_step_computes_the_plain_steps_through_crops(architecture):
-    """The shape-static step a CUDA graph replays (run eagerly here): whole-capacity attention under a
-    mask of the written positions gives the plain step's hidden states, also after a step back."""
-    from carbon_app.model.graphs import StaticDecodeStep
+def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architecture):
+    """The shape-static forward CUDA graphs replay (run eagerly here): whole-capacity attention under a
+    mask of the written positions gives the plain forward's hidden states, for one new token (a decode
+    step) and several (a speculative verify), also after steps back."""
+    from carbon_app.model.graphs import StaticForward
 
     reference, _, lean = _reference_and_lean(ARCHITECTURES[architecture])
     prompt = torch.randint(0, 300, (1, 9))
-    plain, static = preallocated_cache(reference.config, 30), preallocated_cache(reference.config, 30)
+    plain, static = preallocated_cache(reference.config, 40), preallocated_cache(reference.config, 40)
     lean(prompt, plain)
     lean(prompt, static)
     plain.batch_repeat_interleave(2)
@@ -141,16 +142,18 @@ def test_the_static_decode_step_computes_the_plain_steps_through_crops(architect
     for layer in static.layers:  # unwritten memory may hold anything: attention must not read it
         layer._key_buffer[..., layer.length :, :] = float("nan")
         layer._value_buffer[..., layer.length :, :] = float("nan")
-    step = StaticDecodeStep(lean, static, batch=2, graph=False)
-    for i in range(8):
-        if i == 5:
-            plain.crop(-2)
-            static.crop(-2)
-        ids = torch.randint(0, 300, (2, 1))
-        torch.testing.assert_close(step(ids), lean(ids, plain), rtol=0, atol=1e-5)
+    forward = StaticForward(lean, static, batch=2, graph=False)
+    for new, back in [(1, 0), (1, 0), (5, 3), (1, 0), (4, 0), (1, 2), (1, 0)]:
+        ids = torch.randint(0, 300, (2, new))
+        torch.testing.assert_close(forward(ids), lean(ids, plain), rtol=0, atol=1e-5)
+        if back:
+            plain.crop(-back)
+            static.crop(-back)
         assert static.get_seq_length() == plain.get_seq_length()
     with pytest.raises(ValueError, match="rows"):
-        StaticDecodeStep(lean, static, batch=3, graph=False)
+        StaticForward(lean, static, batch=3, graph=False)
+    with pytest.raises(ValueError, match="do not fit"):
+        forward(torch.zeros(2, 40, dtype=torch.long))
 
 
 @pytest.mark.gpu
@@ -165,3 +168,18 @@ def test_cuda_graph_decoding_gives_the_eager_designs(compact_model_dir, options,
     graphed = generate(bundle, **kwargs).sequences
     monkeypatch.setenv("CARBON_CUDA_GRAPHS", "0")
     assert generate(bundle, **kwargs).sequences == graphed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["bp", "token"])
+def test_cuda_graph_speculative_decoding_gives_the_eager_designs(compact_model_dir, mode, monkeypatch):
+    """The target's verify passes and the draft's steps replay graphs too; greedy stays the target's."""
+    from carbon_app.model.bundle import load_bundle
+
+    target = load_bundle(str(compact_model_dir), device="cuda")
+    draft = load_bundle(str(compact_model_dir), device="cuda")
+    kwargs = dict(prompt="ACGTTGCAACGTAGCTAGGCTA", n_bases=300, mode=mode, temperature=0, draft=draft,
+                  draft_always=True)
+    graphed = generate(target, **kwargs).sequences
+    monkeypatch.setenv("CARBON_CUDA_GRAPHS", "0")
+    assert generate(target, **kwargs).sequences == graphed == generate(target, **dict(kwargs, draft=None)).sequences

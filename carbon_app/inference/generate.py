@@ -27,7 +27,7 @@ from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
-from ..model.graphs import decode_step
+from ..model.graphs import forward_over
 from ..model.kv import preallocated_cache
 from .constraints import (
     MAX_STEPS_BACK,
@@ -193,7 +193,7 @@ def decode_kmers(
     the output projection only.
     """
     cache, hidden = _prefill(bundle, prompt_ids, allowed.shape[0], samples)
-    forward = decode_step(bundle, cache, samples)
+    forward = forward_over(bundle, cache, samples)
     masks = StepMasks(allowed)
     for step in range(len(masks)):
         logprobs = step_logprobs(bundle.kmer_logits(hidden), params, masks[step])
@@ -221,7 +221,7 @@ def decode_kmers_constrained(
     its index and what precedes it."""
     k = bundle.k
     cache, hidden = _prefill(bundle, prompt_ids, n_steps, samples)
-    forward = decode_step(bundle, cache, samples)
+    forward = forward_over(bundle, cache, samples)
     hiddens, picks, texts = [hidden], [], [""] * samples
     ruled_out: dict[tuple[int, int], np.ndarray] = {}
     step = back = 0

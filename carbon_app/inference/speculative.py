@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..model.bundle import ModelBundle
+from ..model.graphs import forward_over
 from ..model.kv import preallocated_cache
 from .constraints import ConstraintChecker, constrained_logprobs, path_allowed
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
@@ -203,6 +204,7 @@ def speculative_decode_kmers(
     if samples > 1:
         t_cache.batch_repeat_interleave(samples)
         d_cache.batch_repeat_interleave(samples)
+    t_forward, d_forward = forward_over(target, t_cache, samples), forward_over(draft, d_cache, samples)
     pending = ids[:, -1].expand(samples)  # the target's next input
     draft_feed = pending.unsqueeze(1)  # the draft's next inputs: tokens it has not seen yet
     done = 0
@@ -215,7 +217,7 @@ def speculative_decode_kmers(
         for _ in range(count):
             began = time.perf_counter()
             with _timed(t_time, device):
-                hidden = target.hidden_states(pending.unsqueeze(1), t_cache)[:, -1]
+                hidden = t_forward(pending.unsqueeze(1))[:, -1]
                 p = distribution(target.kmer_logits(hidden), done, texts)
                 token = choose(p, noise(done) if noise else None)
             texts = extended(texts, token)
@@ -243,14 +245,14 @@ def speculative_decode_kmers(
         with _timed(d_time, device):
             feed = draft_feed
             for i in range(gamma):
-                hidden = draft.hidden_states(feed, d_cache)[:, -1]
+                hidden = d_forward(feed)[:, -1]
                 x = choose(distribution(draft.kmer_logits(hidden), done + i, paths[i]), noises[i])
                 proposals.append(x)
                 paths.append(extended(paths[i], x))
                 feed = (x + kmer_start).unsqueeze(1)
         with _timed(t_time, device):  # the target scores pending + all proposals in one pass
             verify = torch.stack([pending, *[x + kmer_start for x in proposals]], dim=1)
-            logits = target.kmer_logits(target.hidden_states(verify, t_cache))  # [S, gamma + 1, 4^k]
+            logits = target.kmer_logits(t_forward(verify))  # [S, gamma + 1, 4^k]
             p = [distribution(logits[:, i], done + i, paths[i]) for i in range(len(noises))]
         picks = [choose(p[i], noises[i]) for i in range(len(noises))]  # what the target alone makes
         x = torch.stack(proposals, dim=1)  # [S, gamma]

@@ -197,7 +197,7 @@ def load_bundle(
     from transformers import AutoConfig, AutoModelForCausalLM
 
     path = resolve_model_dir(name)
-    device = device or default_device()
+    device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     dna_config = DnaConfig.from_file(path / "dna_config.json")
     tags = load_tag_scheme(path)
