@@ -15,6 +15,7 @@ import torch
 
 from carbon_app.app.service import AppConfig, Service
 from carbon_app.core.dna import IUPAC
+from carbon_app.core.tokens import dna_prompt
 from carbon_app.errors import ModelError
 from carbon_app.inference.generate import generate
 from carbon_app.inference.sampling import DnaLogitsProcessor, SamplingParams
@@ -58,7 +59,7 @@ def test_exact_base_counts_masks_and_seeds_on_the_gpu(on_gpu, mode):
 
 def test_greedy_equals_stock_generate_restricted_to_dna_on_the_gpu(on_gpu_fp32):
     bundle, prompt, tokens = on_gpu_fp32, "ACGTTGCAACGTAGCTAGGCTA"[:18], 40
-    ids = torch.tensor([bundle.tokenizer.encode(f"<dna>{prompt}")], device="cuda")
+    ids = torch.tensor([bundle.tokenizer.encode(dna_prompt("", prompt))], device="cuda")
     dna_only = DnaLogitsProcessor(bundle.tokenizer.kmer_start_id, bundle.tokenizer.n_kmers,
                                   SamplingParams(mode="token", temperature=0), ids.shape[1])
     stock = bundle.model.generate(ids, logits_processor=[dna_only], max_new_tokens=tokens, min_new_tokens=tokens,

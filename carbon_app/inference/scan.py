@@ -50,7 +50,6 @@ from .score import (
 MAX_SCAN_POSITIONS = 2000
 
 
-
 def _pass_tokens(bundle: ModelBundle) -> int:
     """Tokens per batched forward pass: a GPU is fed whole batches; a CPU slows beyond a couple of
     thousand (they no longer fit its caches: measured on the bundled model, 2 cores)."""
@@ -280,7 +279,7 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
             own = _per_base(ref_kmer_logits[which, t], alt_allowed, method).masked_fill(~real[t], 0.0)
             change = own.double().sum(dim=1) - ref_token_sums[which, t]
             if t + 1 < n_tokens:  # the tokens after it, recomputed from its window's cache cut before it
-                cut = branch(config, cache, first + 1 + t, len(chunk), n_tokens - t, rows=which)
+                cut = branch(config, cache, first + 1 + t, n_tokens - t, rows=which)
                 alt_token = kmer_start + kmer_index(alt_digits)
                 suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[which, t + 1 : n_tokens - 1]], dim=1)
                 later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1

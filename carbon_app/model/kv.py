@@ -71,17 +71,11 @@ def preallocated_cache(config, capacity: int) -> DynamicCache:
     return cache
 
 
-def branch(config, cache: DynamicCache, keep: int, batch: int, room: int, rows: torch.Tensor | None = None
-           ) -> DynamicCache:
-    """A new preallocated cache for `batch` rows that starts with the first `keep` positions of the
-    preallocated `cache` and has space for `room` more: several continuations of one prefix (a scan's
-    substitutions) each read the prefix without recomputing it. The source is batch-1, or, with `rows`
-    (one source row per new row), a batch of prefixes."""
+def branch(config, cache: DynamicCache, keep: int, room: int, rows: torch.Tensor) -> DynamicCache:
+    """A new preallocated cache that starts with the first `keep` positions of rows `rows` of the
+    preallocated `cache` (one source row per new row) and has space for `room` more: several
+    continuations of one prefix (a scan's substitutions) each read the prefix without recomputing it."""
     out = preallocated_cache(config, keep + room)
     for source, target in zip(cache.layers, out.layers, strict=True):
-        keys, values = source._key_buffer[..., :keep, :], source._value_buffer[..., :keep, :]
-        if rows is not None:
-            target.update(keys[rows], values[rows])
-        else:
-            target.update(keys.expand(batch, *keys.shape[1:]), values.expand(batch, *values.shape[1:]))
+        target.update(source._key_buffer[rows, ..., :keep, :], source._value_buffer[rows, ..., :keep, :])
     return out

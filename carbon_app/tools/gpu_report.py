@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from ..core.dna import BASES
+from ..core.tokens import dna_prompt
 from ..inference.generate import generate
 from .bench import _timed, copy_bandwidth, decode_step_bytes, paired_ratio
 from .synthetic import random_bundle
@@ -57,7 +58,7 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     bundle = random_bundle(shape, dtype=dtype, device=device)
     prompt = _prompt(600)
-    ids = torch.tensor([bundle.tokenizer.encode(f"<dna>{prompt}")], device=device)
+    ids = torch.tensor([bundle.tokenizer.encode(dna_prompt("", prompt))], device=device)
     stock = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0, eos_token_id=None)
     with torch.inference_mode():
         times = _medians({

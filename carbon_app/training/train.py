@@ -143,9 +143,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if cfg.teacher:
         teacher = LlamaForCausalLM.from_pretrained(cfg.teacher, dtype=torch.float32).to(cfg.device).eval()
     if cfg.compile:  # in place: parameter names, checkpoints and the saved model are unchanged
-        for decoder in (model.model, teacher.model if teacher else None):
-            if decoder is not None:
-                decoder.compile()
+        model.model.compile()
+        if teacher is not None:
+            teacher.model.compile()
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     cfg.out.mkdir(parents=True, exist_ok=True)
     checkpoint = cfg.out / "checkpoint.pt"
