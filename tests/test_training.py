@@ -57,7 +57,9 @@ def _coding_gene(strand: int) -> tuple[str, Transcript]:
     """A 2-exon gene ATG CAG | intron GT...AG | TGG AAA TAA, on either strand of a random genome."""
     rng = random.Random(7)
     flank = "".join(rng.choice("ACGT") for _ in range(300))
-    intron = "GT" + "".join(rng.choice("ACT") for _ in range(296)) + "AG"  # no G: no stray splice signals
+    body = [rng.choice("ACT") for _ in range(296)]  # no G but two deep ones: no stray splice signals,
+    body[118] = body[178] = "G"  # and a matched control for each G of the GT ... AG
+    intron = "GT" + "".join(body) + "AG"
     gene = "ATGCAG" + intron + "TGGAAATAA"
     genome = flank + gene + flank
     exons = [(300, 306), (606, 615)]
@@ -90,6 +92,10 @@ def test_stop_gain_synonymous_and_splice_variants_are_what_they_say(strand):
     intron_ends = {p for a, b in transcript.introns() for p in (a, a + 1, b - 2, b - 1)}
     assert {v["pos"] - 1 for v in splice["splice_site"]} == intron_ends
     assert all(min(abs(v["pos"] - 1 - p) for p in intron_ends) >= 99 for v in splice["deep_intronic"])
+    # controls matched pair by pair: the same base change, four distinct deep positions
+    changes = {kind: [(v["ref"], v["alt"]) for v in found] for kind, found in splice.items()}
+    assert changes["deep_intronic"] == changes["splice_site"]
+    assert len({v["pos"] for v in splice["deep_intronic"]}) == 4
 
 
 def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
@@ -102,6 +108,9 @@ def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
     assert {v["record"] for found in sets.values() for v in found} == {"held"}
     kinds = Counter(v["kind"] for v in sets["coding"])
     assert kinds["stop_gain"] == kinds["synonymous"] == 2  # balanced within the gene
+    changes = {kind: Counter((v["ref"], v["alt"]) for v in sets["splice"] if v["kind"] == kind)
+               for kind in ("splice_site", "deep_intronic")}
+    assert changes["splice_site"] == changes["deep_intronic"] and sum(changes["splice_site"].values()) == 4
     for v in sets["coding"] + sets["splice"]:
         assert v["context"][v["context_pos"] - 1] == v["ref"] == genome[v["pos"] - 1]
 

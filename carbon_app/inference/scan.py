@@ -44,16 +44,11 @@ from .score import (
     _check_method,
     context_room_bases,
     frame_windows,
+    pass_tokens,
     resolve_frames,
 )
 
 MAX_SCAN_POSITIONS = 2000
-
-
-def _pass_tokens(bundle: ModelBundle) -> int:
-    """Tokens per batched forward pass: a GPU is fed whole batches; a CPU slows beyond a couple of
-    thousand (they no longer fit its caches: measured on the bundled model, 2 cores)."""
-    return 16_384 if bundle.device.type == "cuda" else 2_048
 
 
 @dataclass
@@ -169,7 +164,7 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
             serves[(lo + f, lo + f + size)].append((pos0, f))
     frame_deltas = np.full((frames, len(positions), 4), np.nan)
     ordered = sorted(serves.items())
-    per_pass = max(1, _pass_tokens(bundle) // (size // bundle.k + 1)) if ordered else 1
+    per_pass = max(1, pass_tokens(bundle) // (size // bundle.k + 1)) if ordered else 1
     groups: list[list[tuple[tuple[int, int], list[tuple[int, int]]]]] = []  # windows of one length, batched
     for item in ordered:
         (lo, hi), _ = item
@@ -245,7 +240,7 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     allowed = allowed.reshape(len(windows), n_tokens, k, 4).to(bundle.device)
 
     rows, width = len(windows), ids.shape[1]
-    alt_rows = max(1, _pass_tokens(bundle) // n_tokens)
+    alt_rows = max(1, pass_tokens(bundle) // n_tokens)
     bundle.check_memory((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
                         (rows + alt_rows) * n_tokens, f"{what} in {size:,}-base windows")
     cache = preallocated_cache(config, width)

@@ -6,7 +6,11 @@
   Biopython's standard table;
 - splice: substitutions of the canonical GT (donor) and AG (acceptor)
   dinucleotides of held-out introns versus deep-intronic substitutions (at
-  least `DEEP_INTRONIC` bases from either end of the same introns), again in
+  least `DEEP_INTRONIC` bases from either end of the same introns), matched
+  pair by pair: each control has the REF and ALT of a splice-site SNV of its
+  intron, so the two sets share their base changes and only the splice
+  signal tells them apart (unmatched, random intronic positions are mostly A/T
+  turned into G/C, which any composition model reads as damaging), again in
   equal numbers per gene.
 
 A variant is a forward-strand position in its record (1-based, VCF style)
@@ -73,35 +77,49 @@ def coding_variants(transcript: Transcript, genome: str) -> dict[str, list[dict]
 
 
 def splice_variants(transcript: Transcript, genome: str, rng: random.Random) -> dict[str, list[dict]]:
-    """SNVs of the canonical splice dinucleotides and deep-intronic SNVs (a few positions drawn per intron,
-    since a mammalian intron holds tens of thousands) of the transcript's canonical GT-AG introns."""
+    """SNVs of the canonical splice dinucleotides of the transcript's canonical GT-AG introns, each with a
+    matched deep-intronic SNV of the same intron (same REF, same ALT, a position drawn at random among the
+    deep ones holding that base): the two lists are pairs, index by index."""
     found: dict[str, list[dict]] = {"splice_site": [], "deep_intronic": []}
     for start, end in transcript.introns():
         intron = transcript.spliced(genome, [(start, end)])
         if not (intron.startswith("GT") and intron.endswith("AG")) or set(intron) - set("ACGT"):
             continue
         where = transcript.positions([(start, end)])
-        canonical = [0, 1, len(intron) - 2, len(intron) - 1]
-        deep_span = range(DEEP_INTRONIC, len(intron) - DEEP_INTRONIC)
-        deep = rng.sample(deep_span, min(len(deep_span), len(canonical)))
-        for kind, offsets in (("splice_site", canonical), ("deep_intronic", deep)):
-            for i in offsets:
-                for alt in "ACGT":
-                    if alt != intron[i]:
-                        found[kind].append(_forward(transcript, where[i], intron[i], alt))
+        deep_by_base: dict[str, list[int]] = defaultdict(list)
+        for i in range(DEEP_INTRONIC, len(intron) - DEEP_INTRONIC):
+            deep_by_base[intron[i]].append(i)
+        for site in (0, 1, len(intron) - 2, len(intron) - 1):
+            free = deep_by_base[intron[site]]
+            if not free:
+                continue
+            deep = free.pop(rng.randrange(len(free)))
+            for alt in "ACGT":
+                if alt != intron[site]:
+                    found["splice_site"].append(_forward(transcript, where[site], intron[site], alt))
+                    found["deep_intronic"].append(_forward(transcript, where[deep], intron[deep], alt))
     return found
 
 
-def balanced(per_gene: dict[str, dict[str, list[dict]]], rng: random.Random) -> list[dict]:
+def _sample(kinds: dict[str, list[dict]], n: int, rng: random.Random, paired: bool) -> dict[str, list[dict]]:
+    """n of each kind; for paired kinds the same indices of each, so that pairs stay whole."""
+    if not paired:
+        return {kind: rng.sample(variants, n) for kind, variants in kinds.items()}
+    chosen = rng.sample(range(min(len(v) for v in kinds.values())), n)
+    return {kind: [variants[i] for i in chosen] for kind, variants in kinds.items()}
+
+
+def balanced(per_gene: dict[str, dict[str, list[dict]]], rng: random.Random, paired: bool = False) -> list[dict]:
     """Equal numbers of both kinds from each gene (at most PER_GENE), then at most PER_GROUP of each kind."""
     chosen: dict[str, list[dict]] = defaultdict(list)
     for gene in sorted(per_gene):
         kinds = per_gene[gene]
         n = min(PER_GENE, *(len(v) for v in kinds.values()))
-        for kind, variants in kinds.items():
-            chosen[kind] += rng.sample(variants, n)
+        for kind, variants in _sample(kinds, n, rng, paired).items():
+            chosen[kind] += variants
     n = min(PER_GROUP, *(len(v) for v in chosen.values())) if chosen else 0
-    return [dict(v, kind=kind) for kind, variants in sorted(chosen.items()) for v in rng.sample(variants, n)]
+    return [dict(v, kind=kind) for kind, variants in sorted(_sample(chosen, n, rng, paired).items())
+            for v in variants]
 
 
 def held_out_variant_sets(records, rng: random.Random) -> dict[str, list[dict]]:
@@ -129,7 +147,7 @@ def held_out_variant_sets(records, rng: random.Random) -> dict[str, list[dict]]:
                                      for v in variants] for kind, variants in found.items()}
                     by_group[record.group][f"{record.id}:{gene}"] = tagged
         for group in sorted(by_group):
-            sets[task] += balanced(by_group[group], rng)
+            sets[task] += balanced(by_group[group], rng, paired=task == "splice")
     for variant in (v for found in sets.values() for v in found):
         genome, at = variant.pop("genome"), variant["pos"] - 1
         lo = max(at - CONTEXT, 0)
