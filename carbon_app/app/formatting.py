@@ -183,7 +183,7 @@ def trust_note(bundle) -> str:
     demo = "a small **demo model**, " if quality.get("demo") else ""
     return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
             f"{quality['window']:,}-base windows: stop-gain vs synonymous AUROC "
-            f"{quality['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs deep intronic AUROC "
+            f"{quality['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs matched deep-intronic AUROC "
             f"{quality['splice_site_vs_deep_intronic_auroc']:.2f} (1 = perfect, 0.5 = no signal, below 0.5 = "
             "pointing the wrong way)." + (" Do not read its scores as evidence." if quality.get("demo") else "") + "*")
 

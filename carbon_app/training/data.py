@@ -354,7 +354,9 @@ def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np
 
     A window shorter than WINDOW (a short mRNA) keeps its whole 6-mers and is padded."""
     width = 2 + 1 + WINDOW_TOKENS
-    rows = np.full((len(windows), width), pad_id, dtype=np.int32)
+    # token ids fit 16 bits (the demo vocabulary has 4,124): half the file and memory of int32
+    dtype = np.uint16 if tokenizer.config.min_vocab_size <= 2**16 else np.int32
+    rows = np.full((len(windows), width), pad_id, dtype=dtype)
     dna_at = np.zeros(len(windows), dtype=np.int32)
     for i, window in enumerate(windows):
         prefix = tag_ids(tokenizer, window["species"], window["region"])

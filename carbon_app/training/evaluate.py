@@ -324,7 +324,7 @@ def variant_table(results: dict) -> str:
         rows.append(("previous carbon-demo", results["previous_variants"]))
     rows.append(("carbon-demo", results["target_variants"]))
     columns = [(task, g) for task in ("coding", "splice") for g in results["target_variants"][task]["auroc"]]
-    names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs deep intronic"}
+    names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs matched deep intronic"}
     lines = ["| predictor | " + " | ".join(f"{names[t]}: {g}" for t, g in columns) + " | random SNVs with delta < 0 |",
              "|---|" + "---|" * (len(columns) + 1)]
     for name, values in rows:
@@ -411,10 +411,10 @@ delta = LL(alt) - LL(ref) over a {results['variant_window']:,}-base window centr
 the six 6-mer frames and both strands, no tags. AUROC of -delta (1.0: every damaging variant scores
 below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substitutions inside the CDS
 (the same number of each from every gene); (b) substitutions of the canonical GT/AG splice dinucleotides
-versus deep-intronic ones (at least 100 bases into the same introns); last column: the share of random
-substitutions (a random base within 100 bases of every third site) that make the sequence less likely.
-A value below 0.5 means the scores point the wrong way on that task: here they follow base composition
-(splice-site G and T turned into A or C in A/T-rich introns read as *more* likely) rather than the site.
+versus deep-intronic ones (at least 100 bases into the same introns), each control with the same base
+change as a splice-site substitution of its intron, so that base composition cannot tell them apart;
+last column: the share of random substitutions (a random base within 100 bases of every third site)
+that make the sequence less likely. A value below 0.5 means the scores point the wrong way on that task.
 {'The previous carbon-demo saw the human entries and the augustus-doc locus in training.'
  if 'previous_variants' in results else ''}
 

@@ -8,10 +8,8 @@
   dinucleotides of held-out introns versus deep-intronic substitutions (at
   least `DEEP_INTRONIC` bases from either end of the same introns), matched
   pair by pair: each control has the REF and ALT of a splice-site SNV of its
-  intron, so the two sets share their base changes and only the splice
-  signal tells them apart (unmatched, random intronic positions are mostly A/T
-  turned into G/C, which any composition model reads as damaging), again in
-  equal numbers per gene.
+  intron, so the two sets make the same base changes and differ only in
+  where they are; again in equal numbers per gene.
 
 A variant is a forward-strand position in its record (1-based, VCF style)
 with REF and ALT on that strand, so it is scored exactly as a user's variant
