@@ -41,6 +41,13 @@ def _timed(fn) -> tuple[float, object]:
     return time.perf_counter() - began, out
 
 
+def _where(bundle) -> str:
+    """Where a suite runs, as its header says it: the GPU's name, or the CPU and its threads."""
+    if bundle.device.type == "cuda":
+        return f"{torch.cuda.get_device_name(bundle.device)}, {str(bundle.dtype).replace('torch.', '')}"
+    return f"CPU, {torch.get_num_threads()} threads"
+
+
 def paired_ratio(times_a: list[float], times_b: list[float]) -> float:
     """Median over repeats of a_i / b_i. Each pair ran back to back, so a slow spell on the
     machine lands on both terms of a pair more often than on both medians."""
@@ -148,7 +155,7 @@ def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float
     print(line + "  (goal on a GPU: >= 60%)")
 
 
-def scan_suite(repeats: int) -> None:
+def scan_suite(repeats: int, device: str = "cpu") -> None:
     """On the bundled demo model: what averaging over the six 6-mer frames costs against the single
     centred window, and the scan against scoring each substitution separately (both frame-averaged,
     each substitution in the same windows, so the deltas must agree)."""
@@ -158,11 +165,11 @@ def scan_suite(repeats: int) -> None:
     from ..inference.score import score_variant
     from ..model.manager import ModelManager
 
-    bundle = ModelManager(device="cpu").get("carbon-demo")
+    bundle = ModelManager(device=device).get("carbon-demo")
     examples = ASSETS / "examples"
     seq = read_fasta(examples / "hbb.fa").sequence
-    print(f"\n== variant scoring: {bundle.name}, window {bundle.max_bases:,} bases (its whole context), CPU, "
-          f"{torch.get_num_threads()} threads")
+    print(f"\n== variant scoring: {bundle.name}, window {bundle.max_bases:,} bases (its whole context), "
+          f"{_where(bundle)}")
     variants = [f"{pos}:{seq[pos - 1]}>{'A' if seq[pos - 1] != 'A' else 'C'}" for pos in range(1100, 1400, 30)]
     for strand_average in (False, True):
         single, averaged = [], []
@@ -192,7 +199,7 @@ def scan_suite(repeats: int) -> None:
     print(f"ratio alone / scan:                 {separate_s / scan_s:.1f}x")
 
 
-def vcf_suite(window: int = 1536) -> None:
+def vcf_suite(device: str = "cpu", window: int = 1536) -> None:
     """score-vcf on 1,000 SNVs against a loop of single `score_at` calls in the same process, on the bundled
     demo model: 900 clustered as a saturation study writes them (all three alternates at 300 positions of
     HBB's first exon and intron) and 100 scattered over a 60-kb contig, each kind timed on its own."""
@@ -206,7 +213,7 @@ def vcf_suite(window: int = 1536) -> None:
     from ..genome.vcf import score_vcf
     from ..model.manager import ModelManager
 
-    bundle = ModelManager(device="cpu").get("carbon-demo")
+    bundle = ModelManager(device=device).get("carbon-demo")
     hbb = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
     rng = random.Random(7)
     wide = "".join(rng.choice("ACGT") for _ in range(60_000))
@@ -216,8 +223,7 @@ def vcf_suite(window: int = 1536) -> None:
         "scattered": [("chrR", pos, wide[pos - 1], rng.choice([b for b in "ACGT" if b != wide[pos - 1]]))
                       for pos in sorted(rng.sample(range(1, 60_001), 100))],
     }
-    print(f"\n== score-vcf: 1,000 SNVs, {bundle.name}, window {window:,}, {bundle.k} frames, CPU, "
-          f"{torch.get_num_threads()} threads")
+    print(f"\n== score-vcf: 1,000 SNVs, {bundle.name}, window {window:,}, {bundle.k} frames, {_where(bundle)}")
     totals = [0.0, 0.0]
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -462,9 +468,9 @@ def main(argv: list[str] | None = None) -> None:
 
         gpu_report(args.device, args.shapes.split(","), args.out, repeats=args.repeats)
     if "scan" in suites:
-        scan_suite(args.repeats)
+        scan_suite(args.repeats, args.device)
     if "vcf" in suites:
-        vcf_suite()
+        vcf_suite(args.device)
     if "speculative" in suites:
         speculative_suite(args.repeats)
     if "constraints" in suites:
