@@ -216,6 +216,20 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20
 
 
+def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch):
+    from carbon_app.training import train as train_module
+
+    seen = []
+    monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
+    train_module.main(["--preset", "target", "--batch", "256", "--hidden", "384", "--layers", "10", "--ffn", "1024",
+                       "--device", "cpu"])
+    train_module.main(["--preset", "draft", "--device", "cpu"])
+    big, draft = seen
+    assert (big.batch, big.hidden, big.layers, big.ffn, big.name) == (256, 384, 10, 1024, "carbon-demo")
+    assert (big.heads, big.steps) == (8, 2800)  # what is not named stays the preset's
+    assert (draft.hidden, draft.layers, draft.batch) == (128, 2, 32)
+
+
 @pytest.mark.slow
 def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     """`TrainConfig.compile` fuses kernels in place; the numbers and parameter names stay the eager ones."""

@@ -232,9 +232,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fns-from", type=float, help="share of the steps after which FNS joins the loss "
                         "(0: from the start, as suits continued training)")
     parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
+    shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
+                                      "batch than these 2-core presets)")
+    for key in ("batch", "hidden", "layers", "ffn"):
+        shape.add_argument(f"--{key}", type=int)
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
-    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile"):
+    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", "batch", "hidden", "layers", "ffn"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
