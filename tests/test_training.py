@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import random
+import re
 from collections import Counter
 
 import numpy as np
@@ -20,6 +22,7 @@ from carbon_app.training.data import (
     _choose_tags,
     _group_of_taxonomy,
     _is_human_chr17,
+    parse_mix,
     sample_eval_windows,
     sample_training_windows,
     split_bounds,
@@ -143,6 +146,13 @@ def test_template_mix_follows_carbon_pretraining():
     assert {s for s, _ in (_choose_tags(rng, "prokaryote", None) for _ in range(100))} == {None}
 
 
+@pytest.mark.parametrize("text, problem", [("cds=1", "unknown window kind 'cds'"), ("mrna=x", "kind=share"),
+                                           ("mrna=-1", ">= 0"), ("mrna=nan", ">= 0"), ("gene=0", "above 0")])
+def test_a_bad_mix_is_named(text, problem):
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(problem)):
+        parse_mix(text)
+
+
 def _genome(seed: int, length: int) -> str:
     return "".join(random.Random(seed).choice("ACGT") for _ in range(length))
 
@@ -157,6 +167,8 @@ def test_windows_never_cross_the_held_out_split(monkeypatch):
     records = [Record("r1", seq, "fungus", "yeast", "test", transcripts),
                Record("hbb", _genome(2, 5000), "mammal", "human", "test", held_out=True)]
     train = sample_training_windows(records, random.Random(3))
+    mrna_only = sample_training_windows(records, random.Random(3), parse_mix("mrna=1"))
+    assert {w["kind"] for w in mrna_only} == {"mrna"}  # the --mix of the data command is what is drawn
     train_end = split_bounds(len(seq))[0]
     allowed = seq[:train_end]
     mrna = transcripts[0].spliced(seq)

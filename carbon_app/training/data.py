@@ -266,8 +266,8 @@ def _candidates(record: Record, kind: str) -> list[Transcript]:
     return train
 
 
-def sample_training_windows(records: list[Record], rng: random.Random) -> list[dict]:
-    """Windows per group up to TRAIN_BASES, each of a kind drawn from MIX; a kind is drawn from the
+def sample_training_windows(records: list[Record], rng: random.Random, mix: dict[str, float] = MIX) -> list[dict]:
+    """Windows per group up to TRAIN_BASES, each of a kind drawn from `mix` (kind -> share); a kind is drawn from the
     group's records that can give it (by train length), and falls back to "genomic" where none can."""
     windows: list[dict] = []
     by_group: dict[str, list[Record]] = defaultdict(list)
@@ -276,7 +276,7 @@ def sample_training_windows(records: list[Record], rng: random.Random) -> list[d
             by_group[record.group].append(record)
     for group, members in sorted(by_group.items()):
         sources = {}  # kind -> (records, their transcripts, weights)
-        for kind in MIX:
+        for kind in mix:
             found = [(r, [] if kind == "genomic" else _candidates(r, kind)) for r in members]
             found = [(r, ts) for r, ts in found if kind == "genomic" or ts]
             if found:
@@ -286,7 +286,7 @@ def sample_training_windows(records: list[Record], rng: random.Random) -> list[d
         attempts = 0
         while taken < target and attempts < 50 * target // WINDOW:
             attempts += 1
-            kind = rng.choices(list(MIX), list(MIX.values()))[0]
+            kind = rng.choices(list(mix), list(mix.values()))[0]
             kind = kind if kind in sources else "genomic"
             found, weights = sources[kind]
             record, candidates = rng.choices(found, weights)[0]
@@ -366,13 +366,13 @@ def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np
     return rows, dna_at
 
 
-def build(out_dir: Path, raw_dir: Path, seed: int = 0) -> dict:
+def build(out_dir: Path, raw_dir: Path, seed: int = 0, mix: dict[str, float] = MIX) -> dict:
     from .tokenizer import demo_tokenizer
 
     root = fetch(raw_dir)
     records = load_records(root)
     tokenizer = demo_tokenizer(out_dir / "tokenizer")
-    train = sample_training_windows(records, random.Random(seed))
+    train = sample_training_windows(records, random.Random(seed), mix)
     held_out = random.Random(f"{seed}:held-out")  # its own stream: a new training mix keeps the same test sets
     validation = sample_eval_windows(records, "validation", 100, held_out)
     test = sample_eval_windows(records, "test", 200, held_out)
@@ -399,6 +399,7 @@ def build(out_dir: Path, raw_dir: Path, seed: int = 0) -> dict:
              else "region" if w["region"] else "none") for w in train)),
         "train_regions": dict(Counter(w["gene_region"] or "none" for w in train)),
         "train_kinds": dict(Counter(w["kind"] for w in train)),
+        "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),
         "validation_windows": len(validation),
@@ -422,14 +423,36 @@ def build(out_dir: Path, raw_dir: Path, seed: int = 0) -> dict:
     return card
 
 
+def parse_mix(text: str) -> dict[str, float]:
+    """'mrna=0.6,gene=0.2,...' -> shares by kind; "genomic" is always present (the fall-back kind)."""
+    mix: dict[str, float] = {}
+    for item in text.split(","):
+        kind, _, share = item.partition("=")
+        kind = kind.strip()
+        if kind not in MIX:
+            raise argparse.ArgumentTypeError(f"unknown window kind {kind!r} in --mix: use {', '.join(MIX)}")
+        try:
+            mix[kind] = float(share)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--mix needs kind=share, got {item!r}") from None
+        if not 0 <= mix[kind] < float("inf"):
+            raise argparse.ArgumentTypeError(f"--mix share of {kind} must be a number >= 0, got {share!r}")
+    if sum(mix.values()) <= 0:
+        raise argparse.ArgumentTypeError("--mix needs at least one kind with a share above 0")
+    return {**mix, "genomic": mix.get("genomic", 0.0)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m carbon_app.training.data", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("data/demo"))
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mix", type=parse_mix, default=MIX,
+                        help="shares of the window kinds, e.g. mrna=0.6,gene=0.2,splice=0.15,genomic=0.05 "
+                             f"(default: {','.join(f'{k}={v}' for k, v in MIX.items())})")
     args = parser.parse_args(argv)
-    card = build(args.out, args.raw, args.seed)
+    card = build(args.out, args.raw, args.seed, args.mix)
     print(f"{'group':14s} {'records':>8s} {'bp available':>14s} {'train windows':>14s} {'train bp':>12s} "
           f"{'val':>5s} {'test':>5s}")
     for group, info in card["groups"].items():
