@@ -411,8 +411,8 @@ delta = LL(alt) - LL(ref) over a {results['variant_window']:,}-base window centr
 the six 6-mer frames and both strands, no tags. AUROC of -delta (1.0: every damaging variant scores
 below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substitutions inside the CDS
 (the same number of each from every gene); (b) substitutions of the canonical GT/AG splice dinucleotides
-versus deep-intronic ones (at least 100 bases into the same introns), each control with the same base
-change as a splice-site substitution of its intron, so that base composition cannot tell them apart;
+versus deep-intronic ones (at least 100 bases into the same introns), each control making the same
+base change (REF and ALT) as a splice-site substitution of its intron, so the two sets differ in place only;
 last column: the share of random substitutions (a random base within 100 bases of every third site)
 that make the sequence less likely. A value below 0.5 means the scores point the wrong way on that task.
 {'The previous carbon-demo saw the human entries and the augustus-doc locus in training.'
