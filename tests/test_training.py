@@ -8,6 +8,7 @@ import json
 import random
 import re
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -221,11 +222,24 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     out = train(cfg)
     log = json.loads((out / "training.json").read_text())["log"]
     assert [entry["step"] for entry in log] == [2, 4]
+    # a budget far too short for 500 steps: cut once the speed is measured (step 30), schedule and record too
+    hurried = train(replace(cfg, name="hurried", steps=500, eval_every=100, minutes=1e-4))
+    record = json.loads((hurried / "training.json").read_text())
+    assert record["config"]["steps"] == 31 and [entry["step"] for entry in record["log"]] == [31]
     bundle = load_bundle(str(out))
     assert bundle.tokenizer.kmer_start_id == tokenizer.kmer_start_id
     assert list(bundle.tags.species) == ["plant"] and list(bundle.tags.regions) == ["trna"]  # what it saw
     result = generate(bundle, "ACGTAC", 20, species="plant", region="trna", seed=1)
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20
+
+
+def test_a_time_budget_cuts_the_steps_to_the_measured_speed():
+    from carbon_app.training.train import TrainConfig, steps_within
+
+    cfg = TrainConfig(steps=1000, minutes=10)
+    assert steps_within(cfg, 30, elapsed_s=60, per_step_s=1.0) == 30 + (570 - 60)  # 5% of the budget kept
+    assert steps_within(cfg, 30, elapsed_s=60, per_step_s=0.1) == 1000  # never more than planned
+    assert steps_within(cfg, 30, elapsed_s=900, per_step_s=0.5) == 31  # over budget already: stop next step
 
 
 def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch):

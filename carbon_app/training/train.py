@@ -65,10 +65,21 @@ class TrainConfig:
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
     init: str | None = None  # a model directory to start from (continued training) instead of random weights
     compile: bool = True  # torch.compile the decoder: fused element-wise kernels, ~1.6x faster steps on a CPU
+    minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
 
     @property
     def out(self) -> Path:
         return Path(self.out_root) / self.name
+
+
+TIMED_STEPS = range(10, 30)  # the steps timed for a budget: after compilation and the first allocations
+
+
+def steps_within(cfg: TrainConfig, step: int, elapsed_s: float, per_step_s: float) -> int:
+    """The step count that ends training (its schedule included) inside `cfg.minutes`, never more than
+    planned: what is left of the budget, less a 5% margin for validation and saving, at the measured speed."""
+    left = 0.95 * cfg.minutes * 60 - elapsed_s
+    return max(step + 1, min(cfg.steps, step + int(left / per_step_s)))
 
 
 def learning_rate(cfg: TrainConfig, step: int) -> float:
@@ -164,6 +175,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     generator = torch.Generator().manual_seed(cfg.seed)
     order = torch.randperm(len(rows), generator=generator)
     began = time.perf_counter()
+    first_step, timed_from = step, began  # a budget times this run's own steps (a resumed run's too)
     kmer_start, n_kmers = tokenizer.kmer_start_id, tokenizer.n_kmers
     while step < cfg.steps:
         model.train()
@@ -181,6 +193,15 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
+        if cfg.minutes and step - first_step == TIMED_STEPS.start:
+            timed_from = time.perf_counter()
+        elif cfg.minutes and step - first_step == TIMED_STEPS.stop:
+            per_step = (time.perf_counter() - timed_from) / len(TIMED_STEPS)
+            fitted = steps_within(cfg, step, time.perf_counter() - began, per_step)
+            if fitted < cfg.steps:
+                print(f"{per_step:.2f} s a step: {fitted} steps fit {cfg.minutes:g} minutes "
+                      f"(not {cfg.steps}); the schedule follows", flush=True)
+                cfg = replace(cfg, steps=fitted)
         if step % 50 == 0 or step == cfg.steps:
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns.item():.4f}  "
                   f"kl {kl.item():.4f}  lr {learning_rate(cfg, step - 1):.2e}  "
@@ -236,9 +257,12 @@ def main(argv: list[str] | None = None) -> None:
                                       "batch than these 2-core presets)")
     for key in ("batch", "hidden", "layers", "ffn"):
         shape.add_argument(f"--{key}", type=int)
+    parser.add_argument("--minutes", type=float, help="end within this many minutes: the step count (and its "
+                        "schedule) is cut to the measured speed, for a run in a time-limited slot")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
-    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", "batch", "hidden", "layers", "ffn"):
+    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", "batch", "hidden", "layers", "ffn",
+                "minutes"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
