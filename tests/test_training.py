@@ -242,7 +242,7 @@ def test_a_time_budget_cuts_the_steps_to_the_measured_speed():
     assert steps_within(cfg, 30, elapsed_s=900, per_step_s=0.5) == 31  # over budget already: stop next step
 
 
-def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch):
+def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsys):
     from carbon_app.training import train as train_module
 
     seen = []
@@ -254,6 +254,10 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch):
     assert (big.batch, big.hidden, big.layers, big.ffn, big.name) == (256, 384, 10, 1024, "carbon-demo")
     assert (big.heads, big.steps) == (8, 2800)  # what is not named stays the preset's
     assert (draft.hidden, draft.layers, draft.batch) == (128, 2, 32)
+    for flag, value in (("--batch", "0"), ("--hidden", "2.5"), ("--minutes", "-1"), ("--minutes", "soon")):
+        with pytest.raises(SystemExit):
+            train_module.main([flag, value])
+        assert "needs a" in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
 
 
 @pytest.mark.slow

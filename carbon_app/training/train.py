@@ -236,6 +236,19 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     return out
 
 
+def _above_zero(kind):
+    """An argparse type: a number of `kind` above 0, or a message naming the value."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"needs a {'whole ' if kind is int else ''}number above 0, got {text!r}")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m carbon_app.training.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -256,9 +269,10 @@ def main(argv: list[str] | None = None) -> None:
     shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
                                       "batch than these 2-core presets)")
     for key in ("batch", "hidden", "layers", "ffn"):
-        shape.add_argument(f"--{key}", type=int)
-    parser.add_argument("--minutes", type=float, help="end within this many minutes: the step count (and its "
-                        "schedule) is cut to the measured speed, for a run in a time-limited slot")
+        shape.add_argument(f"--{key}", type=_above_zero(int))
+    parser.add_argument("--minutes", type=_above_zero(float),
+                        help="end within this many minutes: the step count (and its schedule) is cut to the "
+                             "measured speed, for a run in a time-limited slot")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", "batch", "hidden", "layers", "ffn",
