@@ -4,8 +4,12 @@ and the memory it reports for 3B + 500M is what the spec's shapes add up to (tim
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from carbon_app.tools import bench
 
@@ -59,3 +63,32 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys):
     assert scoring["frames_cost"] > 0 and scoring["batch_speedup"] > 0
     bounds = speculative_bounds("cpu", 1, target_shape="tiny", draft_shape="tiny", n_bases=60)
     assert bounds["same_output"] and bounds["always_agreeing_speedup"] > 0 and bounds["useless_draft_ratio"] > 0
+
+
+_WITHOUT_APP_LIBRARIES = """
+import sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"gradio", "gradio_client", "plotly", "dnachisel", "logomaker", "matplotlib",
+                                  "ray", "pysam"}:
+            raise ImportError(f"no {name} on this host")
+sys.meta_path.insert(0, Absent())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="counts the GPU tests as skipped, as on a host without CUDA")
+def test_the_gpu_report_runs_every_gpu_test_on_a_host_without_the_app_libraries(tmp_path, monkeypatch):
+    """The report's test run collects only the files holding GPU tests, so a GPU host without the app's own
+    libraries (gradio, pysam, ...: a child interpreter here that cannot import them) still runs them all
+    (here, without CUDA, all skip); collecting the whole suite there stops at its first import error."""
+    from carbon_app.tools.gpu_report import gpu_tests
+
+    repo = Path(__file__).resolve().parents[1]
+    whole = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "tests"], cwd=repo,
+                           capture_output=True, text=True).stdout
+    every_gpu_test = int(re.search(r"(\d+)/\d+ tests collected", whole).group(1))  # all libraries present
+    assert every_gpu_test >= 10
+    (tmp_path / "sitecustomize.py").write_text(_WITHOUT_APP_LIBRARIES)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert gpu_tests(repo) == {"passed": 0, "failed": 0, "skipped": every_gpu_test}
