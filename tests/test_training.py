@@ -254,10 +254,14 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
     assert (big.batch, big.hidden, big.layers, big.ffn, big.name) == (256, 384, 10, 1024, "carbon-demo")
     assert (big.heads, big.steps) == (8, 2800)  # what is not named stays the preset's
     assert (draft.hidden, draft.layers, draft.batch) == (128, 2, 32)
-    for flag, value in (("--batch", "0"), ("--hidden", "2.5"), ("--minutes", "-1"), ("--minutes", "soon")):
+    for flag, value, problem in (("--batch", "0", "--batch must be at least 1, not 0"),
+                                 ("--hidden", "2.5", "--hidden must be a whole number, not 2.5"),
+                                 ("--minutes", "-1", "--minutes must be a finite number above 0, not -1"),
+                                 ("--minutes", "nan", "--minutes must be a finite number above 0, not nan"),
+                                 ("--minutes", "soon", "--minutes must be a number, not 'soon'")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
-        assert "needs a" in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
+        assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ def whole_number(value, what: str, low: int, high: int | None = None) -> int:
 
 
 def real_number(value, what: str) -> float:
-    """`value` as a finite float, or InputError naming `what` (ranges are the caller's to say)."""
+    """`value` as a float, or InputError naming `what` (ranges, finiteness among them, are the caller's to say)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise InputError(f"{what} is empty")
     try:

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from ..core.tokens import DnaConfig
+from ..core.validate import real_number, whole_number
+from ..errors import InputError
 from ..inference.marginals import k_of, kmer_digits, log_marginals
 from .data import trained_tag_scheme
 
@@ -236,17 +238,22 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     return out
 
 
-def _above_zero(kind):
-    """An argparse type: a number of `kind` above 0, or a message naming the value."""
+def _checked(check):
+    """An argparse type from a check of `core.validate` (the one home of number checks): its sentence,
+    which names the flag, becomes argparse's message."""
     def parse(text: str):
         try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"needs a {'whole ' if kind is int else ''}number above 0, got {text!r}")
-        return value
+            return check(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return parse
+
+
+def _positive_minutes(text: str) -> float:
+    minutes = real_number(text, "--minutes")
+    if not 0 < minutes < math.inf:  # nan fails both comparisons
+        raise InputError(f"--minutes must be a finite number above 0, not {minutes:g}")
+    return minutes
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -269,8 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
                                       "batch than these 2-core presets)")
     for key in ("batch", "hidden", "layers", "ffn"):
-        shape.add_argument(f"--{key}", type=_above_zero(int))
-    parser.add_argument("--minutes", type=_above_zero(float),
+        shape.add_argument(f"--{key}", type=_checked(lambda text, flag=f"--{key}": whole_number(text, flag, 1)))
+    parser.add_argument("--minutes", type=_checked(_positive_minutes),
                         help="end within this many minutes: the step count (and its schedule) is cut to the "
                              "measured speed, for a run in a time-limited slot")
     args = parser.parse_args(argv)
