@@ -4,6 +4,7 @@ read correctly or refused with a message that names the problem, and the service
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from Bio import SeqIO
@@ -11,7 +12,7 @@ from Bio.Seq import Seq
 from Bio.SeqRecord import SeqRecord
 
 from carbon_app.app.service import AppConfig, Service
-from carbon_app.core.validate import whole_number
+from carbon_app.core.validate import real_number, whole_number
 from carbon_app.errors import CarbonError, InputError
 from carbon_app.model.manager import ModelManager
 
@@ -157,6 +158,24 @@ def test_every_number_a_face_sends_is_checked_by_name(value, message):
     with pytest.raises(InputError, match=message):
         whole_number(value, "the number of bases", 1, 100_000)
     assert whole_number(300.0, "the number of bases", 1) == 300 and whole_number("40", "top-k", 0) == 40
+
+
+
+@pytest.mark.parametrize("value, bounds, message", [
+    (None, {}, "the rate is empty"),
+    ("fast", {}, "the rate must be a number, not 'fast'"),
+    (True, {}, "the rate must be a number, not True"),
+    (float("inf"), {}, "the rate must be a finite number, not inf"),
+    ("nan", {"low": 0, "high": 1}, "the rate must be between 0 and 1, not nan"),
+    (-0.5, {"low": 0}, "the rate must be at least 0, not -0.5"),
+    (0, {"low": 0, "above_low": True}, "the rate must be above 0, not 0"),
+    (1.5, {"low": 0, "high": 1, "above_low": True}, "the rate must be above 0 and at most 1, not 1.5"),
+    (2, {"high": 1}, "the rate must be at most 1, not 2"),
+])
+def test_every_real_number_is_checked_by_name_and_range(value, bounds, message):
+    with pytest.raises(InputError, match=f"^{re.escape(message)}$"):
+        real_number(value, "the rate", **bounds)
+    assert real_number("0.25", "the rate", 0, 1, above_low=True) == 0.25 and real_number(0, "the rate", 0, 1) == 0.0
 
 
 def test_after_all_that_the_service_still_answers(service):

@@ -147,8 +147,11 @@ def test_template_mix_follows_carbon_pretraining():
     assert {s for s, _ in (_choose_tags(rng, "prokaryote", None) for _ in range(100))} == {None}
 
 
-@pytest.mark.parametrize("text, problem", [("cds=1", "unknown window kind 'cds'"), ("mrna=x", "kind=share"),
-                                           ("mrna=-1", ">= 0"), ("mrna=nan", ">= 0"), ("gene=0", "above 0")])
+@pytest.mark.parametrize("text, problem", [
+    ("cds=1", "unknown window kind 'cds'"), ("mrna", "--mix needs kind=share, got 'mrna'"),
+    ("mrna=x", "the --mix share of mrna must be a number, not 'x'"),
+    ("mrna=-1", "the --mix share of mrna must be at least 0, not -1"),
+    ("mrna=nan", "the --mix share of mrna must be at least 0, not nan"), ("gene=0", "above 0")])
 def test_a_bad_mix_is_named(text, problem):
     with pytest.raises(argparse.ArgumentTypeError, match=re.escape(problem)):
         parse_mix(text)
@@ -256,9 +259,13 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
     assert (draft.hidden, draft.layers, draft.batch) == (128, 2, 32)
     for flag, value, problem in (("--batch", "0", "--batch must be at least 1, not 0"),
                                  ("--hidden", "2.5", "--hidden must be a whole number, not 2.5"),
-                                 ("--minutes", "-1", "--minutes must be a finite number above 0, not -1"),
-                                 ("--minutes", "nan", "--minutes must be a finite number above 0, not nan"),
-                                 ("--minutes", "soon", "--minutes must be a number, not 'soon'")):
+                                 ("--minutes", "-1", "--minutes must be above 0, not -1"),
+                                 ("--minutes", "nan", "--minutes must be above 0, not nan"),
+                                 ("--minutes", "soon", "--minutes must be a number, not 'soon'"),
+                                 ("--steps", "0", "--steps must be at least 1, not 0"),
+                                 ("--lr", "0", "--lr must be above 0 and at most 1, not 0"),
+                                 ("--lr", "inf", "--lr must be above 0 and at most 1, not inf"),
+                                 ("--fns-from", "1.5", "--fns-from must be between 0 and 1, not 1.5")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started

@@ -33,12 +33,26 @@ def whole_number(value, what: str, low: int, high: int | None = None) -> int:
     return number
 
 
-def real_number(value, what: str) -> float:
-    """`value` as a float, or InputError naming `what` (ranges, finiteness among them, are the caller's to say)."""
+def real_number(value, what: str, low: float | None = None, high: float | None = None, *,
+                above_low: bool = False) -> float:
+    """`value` as a finite float within [low, high] ((low, high] with `above_low`), either bound
+    optional, or InputError naming `what`."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise InputError(f"{what} is empty")
+    if isinstance(value, bool):
+        raise InputError(f"{what} must be a number, not {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise InputError(f"{what} must be a number, not {value!r}") from None
-    return number
+    too_low = low is not None and (number <= low if above_low else number < low)
+    if math.isfinite(number) and not too_low and (high is None or number <= high):
+        return number
+    if low is not None and high is not None and not above_low:
+        bound = f"between {low:g} and {high:g}"
+    elif low is not None:
+        bound = f"{'above' if above_low else 'at least'} {low:g}"
+        bound += f" and at most {high:g}" if high is not None else ""
+    else:
+        bound = f"at most {high:g}" if high is not None else "a finite number"
+    raise InputError(f"{what} must be {bound}, not {number:g}")

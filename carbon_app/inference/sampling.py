@@ -39,13 +39,9 @@ class SamplingParams:
         if self.mode not in MODES:
             raise InputError(f"mode must be 'bp' (base level) or 'token' (6-mer), not '{self.mode}'")
         # numbers as any face sends them (a web form's 0.9, "40", None), made the types the fields say
-        object.__setattr__(self, "temperature", real_number(self.temperature, "the temperature"))
+        object.__setattr__(self, "temperature", real_number(self.temperature, "the temperature", 0, 10))
         object.__setattr__(self, "top_k", whole_number(self.top_k, "top-k (0 = off)", 0))
-        object.__setattr__(self, "top_p", real_number(self.top_p, "top-p"))
-        if not (0.0 <= self.temperature <= 10.0) or self.temperature != self.temperature:
-            raise InputError(f"temperature must be between 0 and 10 (0 = greedy), not {self.temperature}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise InputError(f"top-p must be in (0, 1] (1 = off), not {self.top_p}")
+        object.__setattr__(self, "top_p", real_number(self.top_p, "top-p", 0, 1, above_low=True))
 
     @property
     def greedy(self) -> bool:

@@ -39,6 +39,8 @@ from Bio import SeqIO
 from ..core.dna import reverse_complement
 from ..core.tags import SCHEMES
 from ..core.tokens import dna_prompt
+from ..core.validate import real_number
+from ..errors import InputError
 from .annotation import Transcript, genbank_transcripts, open_text, read_exon_table, read_gtf
 from .sources import PACKAGES, fetch
 from .tokenizer import K
@@ -427,16 +429,16 @@ def parse_mix(text: str) -> dict[str, float]:
     """'mrna=0.6,gene=0.2,...' -> shares by kind; "genomic" is always present (the fall-back kind)."""
     mix: dict[str, float] = {}
     for item in text.split(","):
-        kind, _, share = item.partition("=")
+        kind, equals, share = item.partition("=")
         kind = kind.strip()
         if kind not in MIX:
             raise argparse.ArgumentTypeError(f"unknown window kind {kind!r} in --mix: use {', '.join(MIX)}")
+        if not equals:
+            raise argparse.ArgumentTypeError(f"--mix needs kind=share, got {item!r}")
         try:
-            mix[kind] = float(share)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--mix needs kind=share, got {item!r}") from None
-        if not 0 <= mix[kind] < float("inf"):
-            raise argparse.ArgumentTypeError(f"--mix share of {kind} must be a number >= 0, got {share!r}")
+            mix[kind] = real_number(share, f"the --mix share of {kind}", 0)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     if sum(mix.values()) <= 0:
         raise argparse.ArgumentTypeError("--mix needs at least one kind with a share above 0")
     return {**mix, "genomic": mix.get("genomic", 0.0)}

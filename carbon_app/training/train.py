@@ -249,35 +249,30 @@ def _checked(check):
     return parse
 
 
-def _positive_minutes(text: str) -> float:
-    minutes = real_number(text, "--minutes")
-    if not 0 < minutes < math.inf:  # nan fails both comparisons
-        raise InputError(f"--minutes must be a finite number above 0, not {minutes:g}")
-    return minutes
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m carbon_app.training.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="target")
-    parser.add_argument("--steps", type=int)
+    parser.add_argument("--steps", type=_checked(lambda text: whole_number(text, "--steps", 1)))
     parser.add_argument("--data", default="data/demo")
     parser.add_argument("--out-root", default="runs")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--init", help="start from this model directory's weights (continued training)")
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
-    parser.add_argument("--lr", type=float, help="peak learning rate")
+    parser.add_argument("--lr", type=_checked(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
+                        help="peak learning rate")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--no-compile", dest="compile", action="store_false", default=None,
                         help="run the decoder eagerly (torch.compile needs a C++ compiler on a CPU)")
-    parser.add_argument("--fns-from", type=float, help="share of the steps after which FNS joins the loss "
+    parser.add_argument("--fns-from", type=_checked(lambda text: real_number(text, "--fns-from", 0, 1)),
+                        help="share of the steps after which FNS joins the loss "
                         "(0: from the start, as suits continued training)")
     parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
     shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
                                       "batch than these 2-core presets)")
     for key in ("batch", "hidden", "layers", "ffn"):
         shape.add_argument(f"--{key}", type=_checked(lambda text, flag=f"--{key}": whole_number(text, flag, 1)))
-    parser.add_argument("--minutes", type=_checked(_positive_minutes),
+    parser.add_argument("--minutes", type=_checked(lambda text: real_number(text, "--minutes", 0, above_low=True)),
                         help="end within this many minutes: the step count (and its schedule) is cut to the "
                              "measured speed, for a run in a time-limited slot")
     args = parser.parse_args(argv)
