@@ -41,10 +41,31 @@ def _timed(fn) -> tuple[float, object]:
     return time.perf_counter() - began, out
 
 
+def interleaved_times(contenders: dict, repeats: int, outputs: dict | None = None) -> dict[str, list[float]]:
+    """Each contender run once to warm up, then timed `repeats` times, interleaved, so that drift in
+    the machine's load hits every contender alike; `outputs`, when given, receives each one's last output."""
+    for fn in contenders.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            seconds, output = _timed(fn)
+            times[name].append(seconds)
+            if outputs is not None:
+                outputs[name] = output
+    return times
+
+
+def device_name(device: torch.device | str) -> str:
+    """The GPU's name as CUDA reports it, or "CPU"."""
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+
+
 def _where(bundle) -> str:
-    """Where a suite runs, as its header says it: the GPU's name, or the CPU and its threads."""
+    """Where a suite runs, as its header says it: the GPU's name and dtype, or the CPU and its threads."""
     if bundle.device.type == "cuda":
-        return f"{torch.cuda.get_device_name(bundle.device)}, {str(bundle.dtype).replace('torch.', '')}"
+        return f"{device_name(bundle.device)}, {str(bundle.dtype).replace('torch.', '')}"
     return f"CPU, {torch.get_num_threads()} threads"
 
 
@@ -82,15 +103,9 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, 
         "stock generate, DNA-only processor": lambda: bundle.model.generate(ids, logits_processor=[dna_only],
                                                                             **stock_config),
     }
-    times: dict[str, list[float]] = {name: [] for name in contenders}
     outputs: dict[str, object] = {}
     with torch.inference_mode():
-        for fn in contenders.values():  # warm-up
-            fn()
-        for _ in range(repeats):
-            for name, fn in contenders.items():
-                seconds, outputs[name] = _timed(fn)
-                times[name].append(seconds)
+        times = interleaved_times(contenders, repeats, outputs)
     median = {name: statistics.median(t) for name, t in times.items()}
     best = {name: min(t) for name, t in times.items()}
     print(f"{'contender':40s} {'median s':>9s} {'best s':>8s} {'tokens/s':>9s} {'bases/s':>9s}")
@@ -149,7 +164,7 @@ def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float
     line = (f"decode step {1000 * step_seconds:.1f} ms reads {read / 1e9:.2f} GB: {achieved:.0f} GB/s, "
             f"{100 * achieved / peak:.0f}% of the measured copy bandwidth ({peak:.0f} GB/s)")
     if bundle.device.type == "cuda":
-        name = torch.cuda.get_device_name(bundle.device)
+        name = device_name(bundle.device)
         nominal = next((v for k, v in NOMINAL_GB_S.items() if k in name), None)
         line += f", {100 * achieved / nominal:.0f}% of {name}'s nominal {nominal} GB/s" if nominal else f" ({name})"
     print(line + "  (goal on a GPU: >= 60%)")
@@ -334,13 +349,10 @@ def speculative_suite(repeats: int) -> None:
             def drafted(mode=mode, temperature=temperature):
                 return generate(target, prompt, n_bases, mode=mode, temperature=temperature, seed=1, draft=draft)
 
-            alone(), drafted()  # warm-up
-            alone_times, drafted_times = [], []
-            for _ in range(repeats):
-                seconds, plain = _timed(alone)
-                alone_times.append(seconds)
-                seconds, spec = _timed(drafted)
-                drafted_times.append(seconds)
+            outputs: dict[str, object] = {}
+            times = interleaved_times({"alone": alone, "drafted": drafted}, repeats, outputs)
+            alone_times, drafted_times = times["alone"], times["drafted"]
+            plain, spec = outputs["alone"], outputs["drafted"]
             a, d = statistics.median(alone_times), statistics.median(drafted_times)
             speedup = paired_ratio(alone_times, drafted_times)
             same = "yes" if plain.sequences == spec.sequences else "NO"
@@ -421,14 +433,8 @@ def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
     prompt, n_bases = "ACGTTGCA" * 30, tokens * 6
     runs = {"alone": lambda: generate(target, prompt, n_bases, temperature=0),
             "with a useless draft": lambda: generate(target, prompt, n_bases, temperature=0, draft=draft)}
-    for fn in runs.values():
-        fn()
-    times = {name: [] for name in runs}
-    outputs = {}
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            seconds, outputs[name] = _timed(fn)
-            times[name].append(seconds)
+    outputs: dict[str, object] = {}
+    times = interleaved_times(runs, repeats, outputs)
     alone, drafted = (statistics.median(times[name]) for name in runs)
     best_alone, best_drafted = (min(times[name]) for name in runs)
     toggle_ratio = paired_ratio(times["with a useless draft"], times["alone"])

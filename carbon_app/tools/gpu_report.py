@@ -31,7 +31,7 @@ import torch
 from ..core.dna import BASES
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
-from .bench import _timed, copy_bandwidth, decode_step_bytes, paired_ratio
+from .bench import _timed, copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio
 from .synthetic import random_bundle
 
 A10_GIB = 22  # what an A10's 24 GB leave to one process
@@ -42,17 +42,6 @@ def _prompt(bases: int, seed: int = 0) -> str:
     return "".join("ACGT"[i] for i in torch.randint(0, 4, (bases - bases % 6,), generator=generator).tolist())
 
 
-def _medians(contenders: dict, repeats: int) -> dict[str, list[float]]:
-    """Each contender warmed up, then timed `repeats` times, interleaved."""
-    for fn in contenders.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            times[name].append(_timed(fn)[0])
-    return times
-
-
 def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, tokens: int = 128,
                   design_samples: int = 64, design_bases: int = 1200) -> dict:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -61,7 +50,7 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
     ids = torch.tensor([bundle.tokenizer.encode(dna_prompt("", prompt))], device=device)
     stock = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0, eos_token_id=None)
     with torch.inference_mode():
-        times = _medians({
+        times = interleaved_times({
             "token": lambda: generate(bundle, prompt, tokens * 6, mode="token", temperature=0, seed=0),
             "prefill": lambda: generate(bundle, prompt, 6, mode="token", temperature=0, seed=0),
             "bp": lambda: generate(bundle, prompt, tokens * 6, mode="bp", temperature=0, seed=0),
@@ -99,7 +88,7 @@ def speculative_bounds(device: str, repeats: int, target_shape: str = "3B", draf
     }
     with torch.inference_mode():
         outputs = {name: fn() for name, fn in runs.items()}
-        times = _medians(runs, repeats)
+        times = interleaved_times(runs, repeats)
     same = len({tuple(o.sequences) for o in outputs.values()}) == 1
     return {
         "target": target_shape, "draft": draft_shape, "bases": n_bases,
@@ -123,7 +112,7 @@ def scoring_ratios(device: str, repeats: int, shape: str = "500M", window: int =
     other = {b: "C" if b != "C" else "A" for b in "ACGT"}
     probes = [f"{p + 1}:{seq[p]}>{other[seq[p]]}" for p in range(5_000, 35_000, 3_000)]
     with torch.inference_mode():
-        times = _medians({
+        times = interleaved_times({
             "one frame": lambda: [score_variant(bundle, seq, v, window=window, frames=1) for v in probes],
             "six frames": lambda: [score_variant(bundle, seq, v, window=window) for v in probes],
         }, repeats)
@@ -224,7 +213,7 @@ def gpu_tests(repo: Path) -> dict:
 
 
 def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3, run_tests: bool = True) -> dict:
-    name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU"
+    name = device_name(device)
     copy_gb_s = copy_bandwidth(device)
     report = {"device": name, "torch": torch.__version__, "date": datetime.date.today().isoformat(),
               "copy_gb_s": copy_gb_s, "shapes": {}}
