@@ -34,14 +34,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(no_gpu)
-SHARED_TOKENIZER = REPO.parent / "shared" / "carbon-tokenizer"
+#: The real Carbon text-tokenizer files: beside the checkout, or where CARBON_TEXT_TOKENIZER_DIR says
+#: (a host that has only a copy of the checkout).
+SHARED_TOKENIZER = Path(os.environ.get("CARBON_TEXT_TOKENIZER_DIR") or REPO.parent / "shared" / "carbon-tokenizer")
 
 
 @pytest.fixture(scope="session")
 def carbon_tokenizer_dir() -> Path:
-    """The real Carbon text-tokenizer files, when this checkout has them beside it."""
+    """The real Carbon text-tokenizer files, when this host has them."""
     if not (SHARED_TOKENIZER / "vocab.json").exists():
-        pytest.skip("../shared/carbon-tokenizer is not present")
+        pytest.skip(f"the Carbon text-tokenizer files are not at {SHARED_TOKENIZER}")
     return SHARED_TOKENIZER
 
 

@@ -44,16 +44,19 @@ def test_generation_suite_runs_and_its_contenders_agree(capsys):
 
 
 @pytest.mark.slow
-def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys):
-    """The GPU suite's code on the tiny shape: the JSON the README's table is made from has every field."""
+def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, monkeypatch):
+    """The GPU suite's code on the tiny shape: the JSON the README's table is made from has every field,
+    and a run that stops partway has already written what it measured."""
     import json
 
+    from carbon_app.tools import gpu_report as module
     from carbon_app.tools.gpu_report import gpu_report, report_table, speculative_bounds
 
     out = tmp_path / "gpu" / "latest.json"
     report = gpu_report("cpu", ["tiny"], out, repeats=1, run_tests=False)
-    assert json.loads(out.read_text()) == report
+    assert json.loads(out.read_text()) == report and report["complete"]
     assert {"device", "torch", "date", "copy_gb_s", "shapes"} <= set(report)
+    assert set(report["stage_seconds"]) == {"copy bandwidth", "tiny", "scoring", "loading"}
     figures = report["shapes"]["tiny"]
     for key in ("decode_tok_s", "decode_gb_s", "bw_fraction", "stock_tok_s", "ours_over_stock", "batched64_bp_s"):
         assert figures[key] > 0, key
@@ -64,6 +67,15 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys):
     bounds = speculative_bounds("cpu", 1, target_shape="tiny", draft_shape="tiny", n_bases=60)
     assert bounds["same_output"] and bounds["always_agreeing_speedup"] > 0 and bounds["useless_draft_ratio"] > 0
 
+    def cut_short(*args, **kwargs):
+        raise TimeoutError("the slot ended")
+
+    monkeypatch.setattr(module, "scoring_ratios", cut_short)
+    with pytest.raises(TimeoutError):
+        gpu_report("cpu", ["tiny"], out, repeats=1, run_tests=False)
+    kept = json.loads(out.read_text())
+    assert not kept["complete"] and kept["shapes"]["tiny"]["decode_tok_s"] > 0 and "scoring" not in kept
+
 
 _WITHOUT_APP_LIBRARIES = """
 import sys
@@ -71,7 +83,7 @@ class Absent:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in {"gradio", "gradio_client", "plotly", "dnachisel", "logomaker", "matplotlib",
                                   "ray", "pysam"}:
-            raise ImportError(f"no {name} on this host")
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)  # as for a package not installed
 sys.meta_path.insert(0, Absent())
 """
 
@@ -91,4 +103,6 @@ def test_the_gpu_report_runs_every_gpu_test_on_a_host_without_the_app_libraries(
     assert every_gpu_test >= 10
     (tmp_path / "sitecustomize.py").write_text(_WITHOUT_APP_LIBRARIES)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert gpu_tests(repo) == {"passed": 0, "failed": 0, "skipped": every_gpu_test}
+    log = tmp_path / "latest-tests.log"
+    assert gpu_tests(repo, log) == {"passed": 0, "failed": 0, "skipped": every_gpu_test}
+    assert f"{every_gpu_test} skipped" in log.read_text()  # pytest's own account comes back with the report

@@ -10,9 +10,11 @@ base-level against token-level time and a 64-sample design in bases/s;
 speculative decoding of 3B with the target as its own draft (it always
 agrees: the upper bound) and with a 500M draft that never does (the
 fall-back); the peak memory of 3B + 500M at 32,768 tokens of context with the
-allocator capped at 22 GiB (an A10); and the GPU tests (`pytest -m gpu`).
-It prints a table and writes the figures as JSON. On a CPU it runs the same
-code on whatever shapes it is given (the tests use the tiny one).
+allocator capped at 22 GiB (an A10); and, first, the GPU tests (`pytest -m gpu`,
+their output beside the JSON). It prints a table and writes the figures as
+JSON after each stage, so a run cut short by its time slot keeps what it
+measured. On a CPU it runs the same code on whatever shapes it is given (the
+tests use the tiny one).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -173,17 +176,11 @@ def loading_report(device: str, shape: str = "8B") -> dict | None:
     engine's way (straight to the device) against loading to the CPU first; host peak RSS and time."""
     if device != "cuda":
         return None
-    from ..core.tokens import DnaConfig, build_tag_text_tokenizer
-    from .synthetic import CARBON_VOCAB_SIZE, random_model
+    from .synthetic import CARBON_VOCAB_SIZE, write_model_dir
 
     with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
-        path = Path(tmp) / shape
-        random_model(shape, CARBON_VOCAB_SIZE, dtype=torch.bfloat16, device=device).save_pretrained(str(path))
-        torch.cuda.empty_cache()
-        text = build_tag_text_tokenizer(path)
-        config = DnaConfig(k=6, dna_start_id=len(text), dna_vocab_size=3 + 4096,
-                           special_tokens=("<dna>", "</dna>", "<oov>"))
-        (path / "dna_config.json").write_text(json.dumps(config.to_dict()))
+        path = write_model_dir(Path(tmp) / shape, shape, dtype=torch.bfloat16, device=device,
+                               vocab_size=CARBON_VOCAB_SIZE)
         out = {}
         for how in ("device_map", "cpu_first"):
             child = subprocess.run([sys.executable, "-c", _LOAD_CHILD, str(path), how], capture_output=True,
@@ -194,15 +191,19 @@ def loading_report(device: str, shape: str = "8B") -> dict | None:
     return out
 
 
-def gpu_tests(repo: Path) -> dict:
-    """`pytest -m gpu` in a child process: counts from its JUnit report. Only the files that hold GPU tests
-    are collected, so a GPU host needs no app-only library (gradio, pysam, ...) for them to run."""
+def gpu_tests(repo: Path, log: Path | None = None) -> dict:
+    """`pytest -m gpu` in a child process: counts from its JUnit report, its output to `log` (what failed
+    and why). Only the files that hold GPU tests are collected, so a GPU host needs no app-only library
+    (gradio, pysam, ...) for the engine's GPU tests to run."""
     files = sorted(str(path.relative_to(repo)) for path in (repo / "tests").glob("test_*.py")
                    if "mark.gpu" in path.read_text())
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "gpu.xml"
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", f"--junitxml={junit}", *files],
-                       cwd=repo, check=False)
+        child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-m", "gpu", f"--junitxml={junit}",
+                                *files], cwd=repo, check=False, capture_output=True, text=True)
+        if log is not None:
+            log.write_text(child.stdout + child.stderr)
+        print(child.stdout[-3000:] + child.stderr[-1000:], flush=True)
         if not junit.exists():
             return {"passed": 0, "failed": 0, "skipped": 0, "error": "pytest wrote no report"}
         suite = ET.parse(junit).getroot()
@@ -213,25 +214,40 @@ def gpu_tests(repo: Path) -> dict:
 
 
 def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3, run_tests: bool = True) -> dict:
-    name = device_name(device)
-    copy_gb_s = copy_bandwidth(device)
-    report = {"device": name, "torch": torch.__version__, "date": datetime.date.today().isoformat(),
-              "copy_gb_s": copy_gb_s, "shapes": {}}
-    for shape in shapes:
-        report["shapes"][shape] = measure_shape(shape, device, copy_gb_s, repeats)
-        if device == "cuda":  # the shape's weights are gone with its measurement
-            torch.cuda.empty_cache()
-        print(f"{shape}: {json.dumps(report['shapes'][shape])}", flush=True)
-    report["scoring"] = scoring_ratios(device, repeats, shape="500M" if "500M" in shapes else shapes[0])
-    print(f"scoring: {json.dumps(report['scoring'])}", flush=True)
-    if "3B" in shapes:
-        report["speculative"] = speculative_bounds(device, repeats)
-        report["memory_3B_500M_32k_peak_gib"] = memory_at_context(device)
-    report["loading_8B"] = loading_report(device)
-    if run_tests:
-        report["tests"] = gpu_tests(Path(__file__).resolve().parents[2])
+    """Every figure, each stage's result written to `out` as soon as it is measured (with the seconds it
+    took), so a run cut short by its time slot still returns what it measured; the tests run first."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    report = {"device": device_name(device), "torch": torch.__version__, "date": datetime.date.today().isoformat(),
+              "complete": False, "stage_seconds": {}, "shapes": {}}
+
+    def stage(name: str, measure, *keys: str) -> None:
+        """Measure, store the result at report[keys[0]][keys[1]]..., write the report so far."""
+        began = time.perf_counter()
+        value = measure()
+        target = report
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+        report["stage_seconds"][name] = round(time.perf_counter() - began, 1)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"{name} ({report['stage_seconds'][name]:.0f} s): {json.dumps(value)}", flush=True)
+
+    if run_tests:
+        stage("tests", lambda: gpu_tests(Path(__file__).resolve().parents[2],
+                                         log=out.with_name(f"{out.stem}-tests.log")), "tests")
+    stage("copy bandwidth", lambda: copy_bandwidth(device), "copy_gb_s")
+    for shape in shapes:
+        stage(shape, lambda shape=shape: measure_shape(shape, device, report["copy_gb_s"], repeats), "shapes", shape)
+        if device == "cuda":  # the shape's weights are gone with its measurement
+            torch.cuda.empty_cache()
+    stage("scoring", lambda: scoring_ratios(device, repeats, shape="500M" if "500M" in shapes else shapes[0]),
+          "scoring")
+    if "3B" in shapes:
+        stage("speculative", lambda: speculative_bounds(device, repeats), "speculative")
+        stage("memory", lambda: memory_at_context(device), "memory_3B_500M_32k_peak_gib")
+    stage("loading", lambda: loading_report(device), "loading_8B")
+    report["complete"] = True
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(report_table(report))
     return report

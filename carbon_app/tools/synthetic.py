@@ -69,12 +69,17 @@ def write_model_dir(
     text_tokenizer_dir: Path | None = None,
     seed: int = 0,
     max_position_embeddings: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    vocab_size: int | None = None,
 ) -> Path:
     """Save a random Carbon-format model directory, loadable by `load_bundle`.
 
     layout 'carbon': the released 155,776-id layout; needs the Qwen3 BPE files
     in `text_tokenizer_dir`. layout 'compact': a word-level tag tokenizer and
-    the DNA ids right after it.
+    the DNA ids right after it. The weights are saved in `dtype`, built on
+    `device` (a GPU builds a 3B or 8B shape in seconds); `vocab_size` above the
+    layout's pads the embedding with unused ids (a full-size checkpoint).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -85,14 +90,18 @@ def write_model_dir(
                      "added_tokens.json"):
             if (Path(text_tokenizer_dir) / name).exists():
                 shutil.copy(Path(text_tokenizer_dir) / name, out_dir / name)
-        dna_config, vocab_size = CARBON_DNA_CONFIG, CARBON_VOCAB_SIZE
+        dna_config, vocab_size = CARBON_DNA_CONFIG, max(vocab_size or 0, CARBON_VOCAB_SIZE)
     else:
         text = build_tag_text_tokenizer(out_dir)
         dna_config = DnaConfig(k=6, dna_start_id=len(text), dna_vocab_size=3 + 4096,
                                special_tokens=("<dna>", "</dna>", "<oov>"))
-        vocab_size = dna_config.min_vocab_size
-    model = random_model(shape, vocab_size, seed, max_position_embeddings=max_position_embeddings)
+        vocab_size = max(vocab_size or 0, dna_config.min_vocab_size)
+    model = random_model(shape, vocab_size, seed, dtype, max_position_embeddings=max_position_embeddings,
+                         device=device)
     model.save_pretrained(str(out_dir))
+    del model
+    if device != "cpu":
+        torch.cuda.empty_cache()
     (out_dir / "dna_config.json").write_text(json.dumps(dna_config.to_dict(), indent=2) + "\n")
     return out_dir
 
