@@ -187,22 +187,23 @@ def scan_suite(repeats: int, device: str = "cpu") -> None:
           f"{_where(bundle)}")
     variants = [f"{pos}:{seq[pos - 1]}>{'A' if seq[pos - 1] != 'A' else 'C'}" for pos in range(1100, 1400, 30)]
     for strand_average in (False, True):
-        single, averaged = [], []
-        for _ in range(repeats):
-            for variant in variants:
-                options = dict(strand_average=strand_average)
-                single.append(_timed(lambda v=variant, o=options: score_variant(bundle, seq, v, frames=1, **o))[0])
-                averaged.append(_timed(lambda v=variant, o=options: score_variant(bundle, seq, v, **o))[0])
+        times = interleaved_times({
+            "one frame": lambda sa=strand_average: [score_variant(bundle, seq, v, frames=1, strand_average=sa)
+                                                    for v in variants],
+            "six frames": lambda sa=strand_average: [score_variant(bundle, seq, v, strand_average=sa)
+                                                     for v in variants],
+        }, repeats)
+        per_variant = {name: 1000 * statistics.median(t) / len(variants) for name, t in times.items()}
         print(f"{'both strands' if strand_average else 'one strand  '}: single frame "
-              f"{statistics.median(single) * 1000:7.1f} ms, six frames {statistics.median(averaged) * 1000:7.1f} ms "
-              f"per variant: {paired_ratio(averaged, single):.2f}x  (goal <= ~3x)")
+              f"{per_variant['one frame']:7.1f} ms, six frames {per_variant['six frames']:7.1f} ms per variant: "
+              f"{paired_ratio(times['six frames'], times['one frame']):.2f}x  (goal <= ~3x)")
 
     start, end = 1201, 1320  # 120 positions at the start of HBB
     print(f"\n== mutation scan: {end - start + 1} positions x 3 substitutions, six frames each")
-    scan_times = []
-    for _ in range(repeats):
-        seconds, scan = _timed(lambda: scan_substitutions(bundle, seq, start, end))
-        scan_times.append(seconds)
+    outputs: dict[str, object] = {}
+    scan_times = interleaved_times({"scan": lambda: scan_substitutions(bundle, seq, start, end)}, repeats,
+                                   outputs)["scan"]
+    scan = outputs["scan"]
     began = time.perf_counter()
     separate = [score_variant(bundle, seq, f"{pos}:{ref}>{alt}").delta for pos, ref, alt, _ in scan.rows()]
     separate_s = time.perf_counter() - began
