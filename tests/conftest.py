@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,12 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def random_dna(length: int, seed: int) -> str:
+    """`length` uniformly random bases, the same ones for the same seed."""
+    rng = random.Random(seed)
+    return "".join(rng.choice("ACGT") for _ in range(length))
 
 MARKERS = {
     "slow": "starts a server, trains, benchmarks or sweeps many cases (deselect with -m 'not slow')",

@@ -11,7 +11,6 @@ the app and the engine make the same calls on the same device.
 
 from __future__ import annotations
 
-import random
 import re
 
 import pytest
@@ -23,12 +22,13 @@ from carbon_app.inference.score import score_variant
 from carbon_app.model.manager import ModelManager
 from carbon_app.tools.soak import start_app
 from carbon_app.tools.synthetic import write_model_dir
+from tests.conftest import random_dna
 
 pytest.importorskip("gradio_client")  # a GPU host may lack the app's libraries; the engine's GPU tests do not
 
 pytestmark = pytest.mark.slow
 
-SEQUENCE = "".join(random.Random(11).choice("ACGT") for _ in range(3000))
+SEQUENCE = random_dna(3000, seed=11)
 MASK = "ATG" + "N" * 52 + "RYS" + "TAA"  # 61 positions: fixed bases and IUPAC codes
 POSITION = 1500
 

@@ -86,7 +86,10 @@ def test_rank_counts_the_others_and_leaves_the_variant_out():
     assert ranked.sentence() == "more damaging than 38% of the 8 possible substitutions within 1 base"
 
 
-SEQ = "".join(random.Random(9).choice("ACGT") for _ in range(160))
+# a base, then an open reading frame of 53 random sense codons from position 2 (codon 27 holds position 80)
+_SENSE = [a + b + c for a in "ACGT" for b in "ACGT" for c in "ACGT" if str(Seq(a + b + c).translate()) != "*"]
+_rng = random.Random(9)
+SEQ = "C" + "".join(_rng.choice(_SENSE) for _ in range(53))
 
 
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")

@@ -18,12 +18,11 @@ from carbon_app.genome import vcf as vcf_module  # noqa: E402
 from carbon_app.genome.reference import Reference  # noqa: E402
 from carbon_app.genome.regions import scan_regions  # noqa: E402
 from carbon_app.genome.vcf import score_vcf  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
+from tests.conftest import REPO, random_dna  # noqa: E402
 
 pytestmark = pytest.mark.slow
 OPTIONS = dict(window=120, strand_average=False, species=None, region=None, method="marginal", frames=2, context=0)
-CONTIGS = {name: "".join(random.Random(seed).choice("ACGT") for _ in range(900)) for seed, name in
-           enumerate(["chr1", "chr2", "chrX"])}
+CONTIGS = {name: random_dna(900, seed) for seed, name in enumerate(["chr1", "chr2", "chrX"])}
 
 
 @pytest.fixture(scope="module")

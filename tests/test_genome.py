@@ -15,9 +15,10 @@ from carbon_app.genome.reference import Reference, configured_references
 from carbon_app.genome.scoring import describe_at, score_at, score_batch
 from carbon_app.genome.vcf import score_vcf
 from carbon_app.inference.score import score_variant
+from tests.conftest import random_dna
 
 HBB = read_fasta(ASSETS / "examples" / "hbb.fa").sequence  # 3,000 bases of the human beta-globin locus
-OTHER = "".join(random.Random(3).choice("ACGT") for _ in range(1500))
+OTHER = random_dna(1500, seed=3)
 GAPPY = "N" * 900 + OTHER[:300]  # a contig that starts unsequenced
 WINDOW = 200
 

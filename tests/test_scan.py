@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 
 from carbon_app.errors import InputError
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import frame_windows, score_sequence, score_variant
+from tests.conftest import random_dna
 
-SEQ = "".join(random.Random(5).choice("ACGT") for _ in range(150))
+SEQ = random_dna(150, seed=5)
 
 
 @pytest.mark.parametrize("method", ["marginal", "chain"])

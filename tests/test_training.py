@@ -27,9 +27,11 @@ from carbon_app.training.data import (
     sample_eval_windows,
     sample_training_windows,
     split_bounds,
+    write_dataset,
 )
 from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
 from carbon_app.training.variant_sets import coding_variants, held_out_variant_sets, splice_variants
+from tests.conftest import random_dna
 
 
 def test_gtf_transcripts_keep_exons_cds_stop_codon_and_biotype(tmp_path):
@@ -157,19 +159,15 @@ def test_a_bad_mix_is_named(text, problem):
         parse_mix(text)
 
 
-def _genome(seed: int, length: int) -> str:
-    return "".join(random.Random(seed).choice("ACGT") for _ in range(length))
-
-
 def test_windows_never_cross_the_held_out_split(monkeypatch):
     monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 60 * WINDOW for g in demo_data.GROUPS})
-    seq = _genome(1, 30_000)
+    seq = random_dna(30_000, 1)
     transcripts = [Transcript("a", "a", 1, [(1000, 1400), (1900, 2500)], [(1000, 1400), (1900, 2497)],
                               "protein_coding"),
                    Transcript("b", "b", -1, [(5000, 5100)], [], "tRNA"),
                    Transcript("c", "c", 1, [(27_500, 28_000), (28_500, 29_000)], [], "protein_coding")]
     records = [Record("r1", seq, "fungus", "yeast", "test", transcripts),
-               Record("hbb", _genome(2, 5000), "mammal", "human", "test", held_out=True)]
+               Record("hbb", random_dna(5000, 2), "mammal", "human", "test", held_out=True)]
     train = sample_training_windows(records, random.Random(3))
     mrna_only = sample_training_windows(records, random.Random(3), parse_mix("mrna=1"))
     assert {w["kind"] for w in mrna_only} == {"mrna"}  # the --mix of the data command is what is drawn
@@ -211,12 +209,12 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     data = tmp_path / "data"
     tokenizer = demo_tokenizer(data / "tokenizer")
     rng = random.Random(0)
-    windows = [{"seq": _genome(i, WINDOW), "species": rng.choice([None, "plant"]),
+    windows = [{"seq": random_dna(WINDOW, i), "species": rng.choice([None, "plant"]),
                 "region": rng.choice([None, "trna"])} for i in range(6)]
     rows, dna_at = demo_data.to_rows(windows, tokenizer, tokenizer.text_tokenizer.pad_token_id)
     np.save(data / "train_rows.npy", rows)
     np.save(data / "train_dna_at.npy", dna_at)
-    (data / "validation.json").write_text(json.dumps([{"seq": _genome(99, 624)}]))
+    (data / "validation.json").write_text(json.dumps([{"seq": random_dna(624, 99)}]))
     (data / "data_card.json").write_text(json.dumps({"groups": {"plant": {"train_windows": 3},
                                                                "prokaryote": {"train_windows": 3}},
                                                     "train_regions": {"trna": 2, "none": 4}}))
@@ -290,3 +288,46 @@ def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     assert results[0][0] == pytest.approx(results[1][0], abs=1e-4)
     assert results[0][1] == pytest.approx(results[1][1], abs=1e-4)
     assert torch.allclose(results[0][2], results[1][2], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, monkeypatch):
+    """Each documented step on a small world: the dataset of annotated records, a target and a draft
+    distilled from it, the evaluation beside the Markov baseline and the previous model, and the
+    installed models with their cards, loaded back by the engine."""
+    from carbon_app.model.bundle import load_bundle
+    from carbon_app.training.evaluate import evaluate, install, quality_summary
+    from carbon_app.training.train import TrainConfig, train
+
+    monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
+    genome, gene = _coding_gene(1)
+    cress = Transcript("p", "p", 1, [(1000, 1600), (2000, 2600)], [], "protein_coding")
+    records = [Record("held", genome, "mammal", "Homo sapiens", "test", [gene], held_out=True),
+               Record("cress", random_dna(40_000, 5), "plant", "Arabidopsis thaliana", "test", [cress])]
+    data = tmp_path / "data"
+    card = write_dataset(data, records)
+    assert card["groups"]["mammal"]["test_variants"] == {"coding": {"stop_gain": 2, "synonymous": 2},
+                                                         "splice": {"deep_intronic": 4, "splice_site": 4}}
+    assert card["train_windows"] > 0 and card["groups"]["mammal"]["train_windows"] == 0  # held out whole
+
+    cfg = TrainConfig(data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2, kv_heads=1,
+                      ffn=64, steps=4, batch=2, warmup=1, eval_every=2, compile=False)
+    target = train(cfg)
+    draft = train(replace(cfg, name="carbon-demo-draft", steps=2, teacher=str(target), distill_weight=0.5))
+    results = evaluate(target, draft, data, previous_dir=target, device="cpu")
+    results["quality"] = quality_summary(results)
+    assert results["previous"] == results["target"]  # one model measured twice: the same figures
+    assert results["previous_variants"] == results["target_variants"]
+    coding, splice = results["target_variants"]["coding"], results["target_variants"]["splice"]
+    assert coding["variants"] == {"mammal": 4} and splice["variants"] == {"mammal": 8}
+    assert 0 <= coding["auroc"]["all"] <= 1 and 0 <= splice["auroc"]["all"] <= 1
+    assert 0 <= results["draft_greedy_agreement"]["token"] <= 1
+
+    assets = tmp_path / "assets"
+    install(target, draft, results, assets)
+    for name, role in (("carbon-demo", "target"), ("carbon-demo-draft", "draft")):
+        installed = assets / name
+        assert json.loads((installed / "eval.json").read_text()) == json.loads(json.dumps(results))
+        assert json.loads((installed / "carbon_role.json").read_text())["role"] == role
+        assert "stop-gain" in (installed / "README.md").read_text()
+        assert load_bundle(str(installed)).tokenizer.kmer_start_id == load_bundle(str(target)).tokenizer.kmer_start_id

