@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -125,6 +126,23 @@ def test_training_marginals_in_float32_match_the_float64_ones_and_stay_finite():
     fast.sum().backward()
     assert torch.isfinite(far.grad).all()
 
+
+
+def test_float32_marginals_keep_a_base_far_below_the_top_and_an_excluded_base_excluded():
+    """Model logits are float32: marginals are summed in float32, and a row where a base sums to zero there
+    (over ~100 nats below the top k-mer, or excluded) is redone in float64."""
+    logits = torch.randn(5, 4096) * 4
+    assert torch.allclose(log_marginals(logits, normalise=True), log_marginals(logits.double(), normalise=True)
+                          .float(), atol=1e-5)
+    far = torch.full((2, 4096), -150.0)
+    far[:, 0] = 0.0  # AAAAAA on top; every other k-mer 150 nats down, beyond float32's exp
+    far[1, 1024:2048] = float("-inf")  # row 1: base T excluded at the first position
+    marginals = log_marginals(far)
+    expected = log_marginals(far.double()).float()
+    assert torch.equal(torch.isinf(marginals), torch.isinf(expected)) and torch.isinf(marginals[1, 0, 1])
+    finite = torch.isfinite(expected)
+    assert torch.allclose(marginals[finite], expected[finite], atol=1e-4)
+    assert marginals[0, 0, 1] == pytest.approx(-150 + math.log(1024), abs=1e-3)  # 1,024 k-mers start with T
 
 def test_kmer_digits_spell_the_release_order_and_invert():
     index = torch.arange(4096)

@@ -51,6 +51,18 @@ def _digit_indicator(k: int, device: torch.device) -> torch.Tensor:
         return indicator.scatter_(1, columns, 1.0)
 
 
+def _marginal_sums(shifted: torch.Tensor, k: int, work: torch.dtype) -> torch.Tensor:
+    """[..., 4^k] k-mer log-probs less their row's top -> [..., k, 4] sums of their probabilities."""
+    probs = shifted.to(work).exp()
+    return (probs @ _digit_indicator(k, shifted.device).to(work)).unflatten(-1, (k, 4))
+
+
+def _logs(sums: torch.Tensor, top: torch.Tensor, normalise: bool) -> torch.Tensor:
+    if normalise:  # the shift by `top` cancels
+        return (sums / sums[..., :1, :].sum(dim=-1, keepdim=True)).log()
+    return sums.log() + top.to(sums.dtype).unsqueeze(-1)
+
+
 def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False, precise: bool = True) -> torch.Tensor:
     """[..., 4^k] normalised k-mer log-probs -> [..., k, 4] per-base log-marginals.
 
@@ -59,24 +71,29 @@ def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False, precise:
     normaliser).
 
     One matrix product of the probabilities with a k-mer/base indicator sums
-    all k positions at once. It runs in float64, after subtracting the row's
-    largest log-prob, so nothing within ~700 nats of the top k-mer underflows
-    (float32 would lose bases ~87 nats down); excluded bases stay exactly -inf.
+    all k positions at once, after subtracting the row's largest log-prob. It
+    runs in the input's precision (float32 for model logits: sums as exact as
+    the logits they come from, at about a third of the cost of float64). A
+    float32 sum holds bases down to ~100 nats below the row's top k-mer; a row
+    where some base sums to zero (further down than that, or excluded by a
+    mask) is redone in float64, which holds ~700 nats, so such a base gets its
+    value and an excluded base stays exactly -inf.
 
-    `precise=False` (training's loss) works in float32, about twice as fast; a
-    base more than ~87 nats below the top k-mer is clamped there rather than
-    lost, which a loss never meets in practice.
+    `precise=False` (training's loss) skips that redo and clamps such a base
+    to the smallest float32 instead: finite, with a gradient.
     """
     k = k_of(kmer_logprobs.shape[-1])
-    work = torch.float64 if precise else torch.float32
+    work = torch.float64 if kmer_logprobs.dtype == torch.float64 else torch.float32
     top = kmer_logprobs.detach().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).min)
-    probs = (kmer_logprobs - top).to(work).exp()
-    sums = (probs @ _digit_indicator(k, kmer_logprobs.device).to(work)).unflatten(-1, (k, 4))
+    shifted = kmer_logprobs - top
+    sums = _marginal_sums(shifted, k, work)
     if not precise:
-        sums = sums.clamp_min(torch.finfo(work).tiny)
-    if normalise:  # the shift by `top` cancels
-        return (sums / sums[..., :1, :].sum(dim=-1, keepdim=True)).log().to(kmer_logprobs.dtype)
-    return (sums.log() + top.to(work).unsqueeze(-1)).to(kmer_logprobs.dtype)
+        return _logs(sums.clamp_min(torch.finfo(work).tiny), top, normalise).to(kmer_logprobs.dtype)
+    out = _logs(sums, top, normalise).to(kmer_logprobs.dtype)
+    lost = (sums == 0).flatten(-2).any(dim=-1)
+    if work != torch.float64 and lost.any():
+        out[lost] = _logs(_marginal_sums(shifted[lost], k, torch.float64), top[lost], normalise).to(out.dtype)
+    return out
 
 
 def factorised_logprobs(base_logprobs: torch.Tensor) -> torch.Tensor:
