@@ -144,6 +144,21 @@ def test_float32_marginals_keep_a_base_far_below_the_top_and_an_excluded_base_ex
     assert torch.allclose(marginals[finite], expected[finite], atol=1e-4)
     assert marginals[0, 0, 1] == pytest.approx(-150 + math.log(1024), abs=1e-3)  # 1,024 k-mers start with T
 
+
+def test_a_rows_marginals_do_not_depend_on_its_batch_or_the_thread_count():
+    """A delta must not move with what else is batched with it (a VCF split across Ray workers, a scan
+    against one variant): each row's marginals are the same, to the last bit, however it is batched."""
+    logits = torch.randn(3072, 4096) * 3
+    alone_in_full = log_marginals(logits, normalise=True)
+    threads = torch.get_num_threads()
+    try:
+        for count in sorted({1, threads}):
+            torch.set_num_threads(count)
+            for rows in (1, 7, 64, 300, 3072):
+                assert torch.equal(log_marginals(logits[:rows], normalise=True), alone_in_full[:rows])
+    finally:
+        torch.set_num_threads(threads)
+
 def test_kmer_digits_spell_the_release_order_and_invert():
     index = torch.arange(4096)
     digits = kmer_digits(index, 6)

@@ -15,8 +15,6 @@ G=3) with the first base most significant, i.e. row-major over [4]*k.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 
@@ -38,23 +36,25 @@ def kmer_index(digits: torch.Tensor) -> torch.Tensor:
     return (digits * 4 ** torch.arange(k - 1, -1, -1, device=digits.device)).sum(-1)
 
 
-@functools.cache
-def _digit_indicator(k: int, device: torch.device) -> torch.Tensor:
-    """[4^k, k*4] float64: entry (v, 4j + b) is 1 when k-mer v has base b at position j.
-
-    Cached, so built outside inference mode: training (autograd) uses it too.
-    """
-    with torch.inference_mode(False):
-        digits = kmer_digits(torch.arange(4**k, device=device), k)
-        columns = digits + 4 * torch.arange(k, device=device)
-        indicator = torch.zeros(4**k, 4 * k, dtype=torch.float64, device=device)
-        return indicator.scatter_(1, columns, 1.0)
-
-
 def _marginal_sums(shifted: torch.Tensor, k: int, work: torch.dtype) -> torch.Tensor:
-    """[..., 4^k] k-mer log-probs less their row's top -> [..., k, 4] sums of their probabilities."""
-    probs = shifted.to(work).exp()
-    return (probs @ _digit_indicator(k, shifted.device).to(work)).unflatten(-1, (k, 4))
+    """[..., 4^k] k-mer log-probs less their row's top -> [..., k, 4] sums of their probabilities.
+
+    Summed by reductions over the k-mer axes, two positions per pass, not by a matrix product with a
+    k-mer/base indicator: a GEMM's summation order follows the batch's shape and the thread count, so a
+    row's sums (hence a variant's delta, in its last digits) would move with whatever else is in the
+    batch; these reductions give every row the same sums however it is batched (tested).
+    """
+    probs = shifted.to(work).exp().reshape(-1, 4**k)
+    columns = []
+    for j in range(0, k, 2):
+        width = min(2, k - j)  # positions j and j+1 (j alone for the last of an odd k)
+        block = probs.view(-1, 4**j, 4**width, 4 ** (k - j - width)).sum(dim=(1, 3))
+        if width == 1:
+            columns.append(block)
+        else:
+            block = block.view(-1, 4, 4)
+            columns += [block.sum(dim=2), block.sum(dim=1)]
+    return torch.stack(columns, dim=-2).reshape(*shifted.shape[:-1], k, 4)
 
 
 def _logs(sums: torch.Tensor, top: torch.Tensor, normalise: bool) -> torch.Tensor:
@@ -70,11 +70,10 @@ def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False, precise:
     pass over all k-mers saved: the four sums of any position add up to the
     normaliser).
 
-    One matrix product of the probabilities with a k-mer/base indicator sums
-    all k positions at once, after subtracting the row's largest log-prob. It
-    runs in the input's precision (float32 for model logits: sums as exact as
-    the logits they come from, at about a third of the cost of float64). A
-    float32 sum holds bases down to ~100 nats below the row's top k-mer; a row
+    The probabilities are summed per position after subtracting the row's
+    largest log-prob, in the input's precision (float32 for model logits: sums
+    as exact as the logits they come from, at about half the cost of float64).
+    A float32 sum holds bases down to ~100 nats below the row's top k-mer; a row
     where some base sums to zero (further down than that, or excluded by a
     mask) is redone in float64, which holds ~700 nats, so such a base gets its
     value and an excluded base stays exactly -inf.
