@@ -7,6 +7,7 @@ place, and refused with one sentence that names it.
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
 
@@ -56,3 +57,14 @@ def real_number(value, what: str, low: float | None = None, high: float | None =
     else:
         bound = f"at most {high:g}" if high is not None else "a finite number"
     raise InputError(f"{what} must be {bound}, not {number:g}")
+
+
+def argument_type(check):
+    """An argparse type from a check that raises InputError: the check's sentence, which names the flag,
+    becomes argparse's message (so a command-line flag is refused by the same check as any other face)."""
+    def parse(text: str):
+        try:
+            return check(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse

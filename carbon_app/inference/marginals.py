@@ -89,9 +89,10 @@ def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False, precise:
     if not precise:
         return _logs(sums.clamp_min(torch.finfo(work).tiny), top, normalise).to(kmer_logprobs.dtype)
     out = _logs(sums, top, normalise).to(kmer_logprobs.dtype)
-    lost = (sums == 0).flatten(-2).any(dim=-1)
-    if work != torch.float64 and lost.any():
-        out[lost] = _logs(_marginal_sums(shifted[lost], k, torch.float64), top[lost], normalise).to(out.dtype)
+    if work != torch.float64:
+        lost = (sums == 0).flatten(-2).any(dim=-1)
+        if lost.any():
+            out[lost] = _logs(_marginal_sums(shifted[lost], k, torch.float64), top[lost], normalise).to(out.dtype)
     return out
 
 

@@ -89,9 +89,9 @@ def speculative_bounds(device: str, repeats: int, target_shape: str = "3B", draf
         "self_draft": lambda: generate(target, prompt, n_bases, temperature=0, draft=target, draft_always=True),
         "useless_draft": lambda: generate(target, prompt, n_bases, temperature=0, draft=useless),
     }
+    outputs: dict = {}
     with torch.inference_mode():
-        outputs = {name: fn() for name, fn in runs.items()}
-        times = interleaved_times(runs, repeats)
+        times = interleaved_times(runs, repeats, outputs)
     same = len({tuple(o.sequences) for o in outputs.values()}) == 1
     return {
         "target": target_shape, "draft": draft_shape, "bases": n_bases,
@@ -221,14 +221,10 @@ def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3
     report = {"device": device_name(device), "torch": torch.__version__, "date": datetime.date.today().isoformat(),
               "complete": False, "stage_seconds": {}, "shapes": {}}
 
-    def stage(name: str, measure, *keys: str) -> None:
-        """Measure, store the result at report[keys[0]][keys[1]]..., write the report so far."""
+    def stage(name: str, measure, key: str, into: dict = report) -> None:
+        """Measure, store the result as into[key], write the report so far."""
         began = time.perf_counter()
-        value = measure()
-        target = report
-        for key in keys[:-1]:
-            target = target[key]
-        target[keys[-1]] = value
+        value = into[key] = measure()
         report["stage_seconds"][name] = round(time.perf_counter() - began, 1)
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"{name} ({report['stage_seconds'][name]:.0f} s): {json.dumps(value)}", flush=True)
@@ -238,7 +234,8 @@ def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3
                                          log=out.with_name(f"{out.stem}-tests.log")), "tests")
     stage("copy bandwidth", lambda: copy_bandwidth(device), "copy_gb_s")
     for shape in shapes:
-        stage(shape, lambda shape=shape: measure_shape(shape, device, report["copy_gb_s"], repeats), "shapes", shape)
+        stage(shape, lambda shape=shape: measure_shape(shape, device, report["copy_gb_s"], repeats), shape,
+              into=report["shapes"])
         if device == "cuda":  # the shape's weights are gone with its measurement
             torch.cuda.empty_cache()
     stage("scoring", lambda: scoring_ratios(device, repeats, shape="500M" if "500M" in shapes else shapes[0]),

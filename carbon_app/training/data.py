@@ -39,7 +39,7 @@ from Bio import SeqIO
 from ..core.dna import reverse_complement
 from ..core.tags import SCHEMES
 from ..core.tokens import dna_prompt
-from ..core.validate import real_number
+from ..core.validate import argument_type, real_number
 from ..errors import InputError
 from .annotation import Transcript, genbank_transcripts, open_text, read_exon_table, read_gtf
 from .sources import PACKAGES, fetch
@@ -432,23 +432,23 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
     return card
 
 
-def parse_mix(text: str) -> dict[str, float]:
-    """'mrna=0.6,gene=0.2,...' -> shares by kind; "genomic" is always present (the fall-back kind)."""
+def _mix_shares(text: str) -> dict[str, float]:
     mix: dict[str, float] = {}
     for item in text.split(","):
         kind, equals, share = item.partition("=")
         kind = kind.strip()
         if kind not in MIX:
-            raise argparse.ArgumentTypeError(f"unknown window kind {kind!r} in --mix: use {', '.join(MIX)}")
+            raise InputError(f"unknown window kind {kind!r} in --mix: use {', '.join(MIX)}")
         if not equals:
-            raise argparse.ArgumentTypeError(f"--mix needs kind=share, got {item!r}")
-        try:
-            mix[kind] = real_number(share, f"the --mix share of {kind}", 0)
-        except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            raise InputError(f"--mix needs kind=share, got {item!r}")
+        mix[kind] = real_number(share, f"the --mix share of {kind}", 0)
     if sum(mix.values()) <= 0:
-        raise argparse.ArgumentTypeError("--mix needs at least one kind with a share above 0")
+        raise InputError("--mix needs at least one kind with a share above 0")
     return {**mix, "genomic": mix.get("genomic", 0.0)}
+
+
+#: 'mrna=0.6,gene=0.2,...' -> shares by kind; "genomic" is always present (the fall-back kind)
+parse_mix = argument_type(_mix_shares)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,8 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.tokens import DnaConfig
-from ..core.validate import real_number, whole_number
-from ..errors import InputError
+from ..core.validate import argument_type, real_number, whole_number
 from ..inference.marginals import k_of, kmer_digits, log_marginals
 from .data import trained_tag_scheme
 
@@ -239,41 +238,30 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     return out
 
 
-def _checked(check):
-    """An argparse type from a check of `core.validate` (the one home of number checks): its sentence,
-    which names the flag, becomes argparse's message."""
-    def parse(text: str):
-        try:
-            return check(text)
-        except InputError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return parse
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m carbon_app.training.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="target")
-    parser.add_argument("--steps", type=_checked(lambda text: whole_number(text, "--steps", 1)))
+    parser.add_argument("--steps", type=argument_type(lambda text: whole_number(text, "--steps", 1)))
     parser.add_argument("--data", default="data/demo")
     parser.add_argument("--out-root", default="runs")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--init", help="start from this model directory's weights (continued training)")
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
-    parser.add_argument("--lr", type=_checked(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
+    parser.add_argument("--lr", type=argument_type(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
                         help="peak learning rate")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--no-compile", dest="compile", action="store_false", default=None,
                         help="run the decoder eagerly (torch.compile needs a C++ compiler on a CPU)")
-    parser.add_argument("--fns-from", type=_checked(lambda text: real_number(text, "--fns-from", 0, 1)),
+    parser.add_argument("--fns-from", type=argument_type(lambda text: real_number(text, "--fns-from", 0, 1)),
                         help="share of the steps after which FNS joins the loss "
                         "(0: from the start, as suits continued training)")
     parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
     shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
                                       "batch than these 2-core presets)")
     for key in ("batch", "hidden", "layers", "ffn"):
-        shape.add_argument(f"--{key}", type=_checked(lambda text, flag=f"--{key}": whole_number(text, flag, 1)))
-    parser.add_argument("--minutes", type=_checked(lambda text: real_number(text, "--minutes", 0, above_low=True)),
+        shape.add_argument(f"--{key}", type=argument_type(lambda text, flag=f"--{key}": whole_number(text, flag, 1)))
+    parser.add_argument("--minutes", type=argument_type(lambda text: real_number(text, "--minutes", 0, above_low=True)),
                         help="end within this many minutes: the step count (and its schedule) is cut to the "
                              "measured speed, for a run in a time-limited slot")
     args = parser.parse_args(argv)
