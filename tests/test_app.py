@@ -520,6 +520,19 @@ def test_a_variant_at_coordinates_says_its_consequence_context_and_link(client, 
     assert "?genome=HBB-locus-demo&variant=HUMHBB_61001-64000%3A1206%3AA%3ET&model=carbon-demo&window=300" in out[5]
 
 
+def test_a_variants_score_is_shown_before_its_context_is_ranked(client):
+    sickle = HBB["variants"][0]["variant"]
+    job = client.submit("carbon-demo", "none", "none", hbb_sequence(), None, sickle, "", 300, False, "marginal",
+                        "none", HBB["hbb_cds"], 4, api_name="/score_variant")
+    final = job.result(timeout=300)
+    first, last = job.outputs()  # one update as soon as the delta is known, one with its context
+    assert "ranking it among every substitution within 4 bases…" in first[0] and "more damaging than" not in first[0]
+    assert "context" not in first[-1] and first[-1]["delta"] == last[-1]["delta"]
+    assert "of the 26 possible substitutions within 4 bases" in last[0] and "ranking it" not in last[0]
+    assert last[-1]["context"]["substitutions"] == 26 and final == last
+    assert first[1] == last[1]  # the tracks are drawn once, and sent with every update
+
+
 def test_a_vcf_upload_comes_back_annotated_with_a_table_and_a_plot(client, demo):
     import pysam
     from gradio_client import handle_file

@@ -16,7 +16,7 @@ from carbon_app.assets import ASSETS
 from carbon_app.core.coding import CodingSequence
 from carbon_app.core.dna import read_fasta, reverse_complement
 from carbon_app.errors import InputError
-from carbon_app.inference.annotate import describe_variant
+from carbon_app.inference.annotate import describe_stages, describe_variant
 from carbon_app.inference.context import rank_in, score_context
 from carbon_app.inference.scan import scan_substitutions
 
@@ -108,3 +108,23 @@ def test_a_variants_context_is_the_scan_around_it(compact):
     assert report.to_dict()["context"]["substitutions"] == 38
     with pytest.raises(InputError, match="the context"):
         score_context(compact, SEQ, 80, 1, alt, 0.0, -3)
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")
+def test_a_report_comes_first_without_its_context_then_with_it(compact):
+    ref = SEQ[79]
+    alt = "A" if ref != "A" else "C"
+    seen = []
+    stages = describe_stages(compact, SEQ, f"80:{ref}>{alt}", CodingSequence.parse("2", SEQ), context=4,
+                             progress=seen.append, window=90, frames=2)
+    first = next(stages)
+    assert first.context is None and first.consequence is not None and seen == []  # no ranking work done yet
+    final = next(stages)
+    assert final.context is not None and final.context.count == 26 and seen and seen[-1] == 1.0
+    assert next(stages, None) is None
+    whole = describe_variant(compact, SEQ, f"80:{ref}>{alt}", None, context=4, window=90, frames=2)
+    assert final.score.delta == whole.score.delta
+    assert final.context.more_damaging_than == whole.context.more_damaging_than
+    assert [r.context for r in describe_stages(compact, SEQ, f"80:{ref}>{alt}", window=90, frames=2)] == [None]
+    with pytest.raises(InputError, match="the context"):  # a bad radius: named before any stage
+        next(describe_stages(compact, SEQ, f"80:{ref}>{alt}", context=-3, progress=seen.append, window=90))

@@ -116,8 +116,9 @@ def verdict(scored) -> str:
             f"{', averaged over both strands' if scored.strand_average else ''}{spread}).{indel}")
 
 
-def variant_markdown(report, genomic=None) -> str:
-    """The verdict, then where on the genome, what it does to the protein and how it ranks nearby."""
+def variant_markdown(report, genomic=None, ranking=0) -> str:
+    """The verdict, then where on the genome, what it does to the protein and how it ranks nearby (or, while
+    the delta is being ranked among the substitutions within `ranking` bases, that it is)."""
     parts = [verdict(genomic.placed if genomic is not None else report.score)]
     where, offset = "", 0
     if genomic is not None:
@@ -129,6 +130,8 @@ def variant_markdown(report, genomic=None) -> str:
     if report.context is not None:
         parts.append(f"**In context:** {report.context.sentence()} (positions {offset + report.context.start:,}–"
                      f"{offset + report.context.end:,}{where}, each substitution scored the same way).")
+    elif ranking:
+        parts.append(f"**In context:** *ranking it among every substitution within {int(ranking):,} bases…*")
     return "\n\n".join(parts)
 
 

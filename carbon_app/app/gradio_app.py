@@ -13,6 +13,7 @@ import gradio as gr
 
 from ..assets import ASSETS
 from ..model.manager import ModelManager
+from . import model_thread
 from .service import AppConfig, Service
 from .tabs.common import FREE, Page
 from .tabs.design import design_tab
@@ -74,9 +75,9 @@ def launch() -> None:
     config = AppConfig.from_env()
     if os.environ.get("CARBON_PRELOAD", "1") != "0":
         for name in config.models:
-            bundle = manager.get(name)
+            bundle = model_thread.call(manager.get, name)  # loaded where requests will run it
             if bundle.draft:
-                manager.get(bundle.draft)
+                model_thread.call(manager.get, bundle.draft)
     demo = build_app(manager, config)
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1)
     demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),

@@ -22,9 +22,9 @@ from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
 from ..genome.reference import Reference, configured_references
-from ..genome.scoring import GenomicScore, describe_at
+from ..genome.scoring import GenomicScore, describe_at_stages
 from ..genome.vcf import VcfSummary, count_alts, score_vcf
-from ..inference.annotate import VariantReport, describe_variant, scan_consequences
+from ..inference.annotate import VariantReport, describe_stages, last, scan_consequences
 from ..inference.checks import design_reports
 from ..inference.generate import GenerationResult, generate_stream
 from ..inference.scan import ScanResult, scan_substitutions
@@ -211,6 +211,12 @@ class Service:
               coding: CodingSequence | None = None, context=0, progress=None, **options) -> VariantReport:
         """A variant in a pasted sequence: its score, its consequence where a coding sequence is known (`cds`
         typed, else `coding` from a GenBank upload), its context when `context` > 0."""
+        return last(self.score_stages(model, reference, variant, alternate, cds, coding, context, progress, **options))
+
+    def score_stages(self, model: str, reference: str, variant: str | None, alternate: str | None,
+                     cds: str | None = None, coding: CodingSequence | None = None, context=0, progress=None,
+                     **options) -> Iterator[VariantReport]:
+        """`score` as soon as the delta is known, then again with its context (`describe_stages`)."""
         if variant and variant.strip():
             if alternate and alternate.strip():
                 raise InputError("give either a variant (POS:REF>ALT) or a full alternate sequence, not both")
@@ -223,17 +229,22 @@ class Service:
             coding = CodingSequence.parse(cds, clean_sequence(reference, what="reference sequence"))
         target = self.model(model)
         with self._request("this variant score"):
-            return describe_variant(target, reference, change, coding, context, progress, **options)
+            yield from describe_stages(target, reference, change, coding, context, progress, **options)
 
     def score_at(self, model: str, genome: str, variant: str | None, cds: str | None = None, context=0,
                  progress=None, **options) -> tuple[GenomicScore, VariantReport]:
         """A variant at coordinates on one of the server's genomes."""
+        return last(self.score_at_stages(model, genome, variant, cds, context, progress, **options))
+
+    def score_at_stages(self, model: str, genome: str, variant: str | None, cds: str | None = None, context=0,
+                        progress=None, **options) -> Iterator[tuple[GenomicScore, VariantReport]]:
+        """`score_at` as soon as the delta is known, then again with its context."""
         reference = self.genome(genome)
         if not variant or not variant.strip():
             raise InputError(f"give the variant at {genome} coordinates, e.g. chr11:5227002:T>A")
         target = self.model(model)
         with self._request("this variant score"):
-            return describe_at(target, reference, variant, cds, context, progress, **options)
+            yield from describe_at_stages(target, reference, variant, cds, context, progress, **options)
 
     def score_vcf(self, model: str, genome: str, upload: str | None, progress=None, **options
                   ) -> tuple[VcfSummary, list[str], list[list]]:

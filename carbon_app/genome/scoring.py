@@ -11,7 +11,7 @@ deltas are the same.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -19,7 +19,7 @@ import numpy as np
 from ..core.coding import CodingSequence
 from ..core.dna import BASES
 from ..core.validate import whole_number
-from ..inference.annotate import VariantReport, describe_variant
+from ..inference.annotate import VariantReport, describe_stages, describe_variant, last
 from ..inference.context import ScoreContext, checked_radius, rank_in
 from ..inference.scan import mean_substitution_deltas
 from ..inference.score import (
@@ -93,18 +93,29 @@ def describe_at(bundle: ModelBundle, reference: Reference, variant: str | Genomi
                 method: str = "marginal", frames: int | None = None) -> tuple[GenomicScore, VariantReport]:
     """One variant at coordinates, scored, with its consequence when `cds` (in contig coordinates, as
     `CodingSequence.parse` reads it) is given and its context when `context` > 0 bases either side."""
+    return last(describe_at_stages(bundle, reference, variant, cds, context, progress, window, strand_average,
+                                   species, region, method, frames))
+
+
+def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
+                       cds: str | None = None, context=0, progress: Callable[[float], None] | None = None,
+                       window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
+                       region: str | None = None, method: str = "marginal", frames: int | None = None
+                       ) -> Iterator[tuple[GenomicScore, VariantReport]]:
+    """`describe_at` in stages, as `describe_stages`: the score as soon as it is known, then with its context."""
     var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant)
     frames = resolve_frames(bundle, frames)
     radius = checked_radius(context)
     span = _span(bundle, window, frames, bundle.tags.prefix(species, region))
     cut = cut_window(reference, var, span, extra=radius)
-    coding = CodingSequence.parse(cds, ContigBases(reference, cut.contig)) if cds and cds.strip() else None
-    report = describe_variant(bundle, cut.bases, cut.local(var), None, radius, progress, window=window,
-                              strand_average=strand_average, species=species, region=region, method=method,
-                              frames=frames)
-    if coding and len(var.ref) == len(var.alt) == 1:
-        report.consequence = coding.consequence(ContigBases(reference, cut.contig), var.pos - 1, var.alt)
-    return GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report
+    contig = ContigBases(reference, cut.contig)
+    coding = CodingSequence.parse(cds, contig) if cds and cds.strip() else None  # checked before any work
+    for report in describe_stages(bundle, cut.bases, cut.local(var), None, radius, progress, window=window,
+                                  strand_average=strand_average, species=species, region=region, method=method,
+                                  frames=frames):
+        if coding and len(var.ref) == len(var.alt) == 1 and report.consequence is None:
+            report.consequence = coding.consequence(contig, var.pos - 1, var.alt)
+        yield GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report
 
 
 @dataclass

@@ -331,6 +331,49 @@ def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
           f"ratio one process / Ray {alone_s / ray_s:.2f}x; outputs identical: {same}")
 
 
+def app_suite(repeats: int, context: int = 8) -> None:
+    """The Variant tab's worked example (HBB sickle-cell, 1,500-base windows, both strands) with its context
+    ranked, asked of the running app through gradio_client and of the engine in this script, interleaved:
+    what serving a request costs beyond the work itself."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from gradio_client import Client
+
+    from ..assets import ASSETS
+    from ..core.dna import read_fasta
+    from ..inference.annotate import describe_variant
+    from ..model.manager import ModelManager
+    from .soak import start_app
+
+    bundle = ModelManager(device="cpu").get("carbon-demo")
+    example = json.loads((ASSETS / "examples" / "hbb.json").read_text())
+    hbb = read_fasta(ASSETS / "examples" / example["file"]).sequence
+    variant = example["variants"][0]["variant"]
+    print(f"\n== the app against a script: {variant} in HBB, {bundle.name}, window 1,500, both strands, context "
+          f"{context} bases, CPU, {os.cpu_count()} cores; median of {repeats} interleaved")
+    with tempfile.TemporaryDirectory() as tmp:
+        process, url = start_app(Path(tmp) / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=tmp, HF_HUB_OFFLINE="1")
+        try:
+            client = Client(url, verbose=False)
+            contenders = {
+                "script": lambda: describe_variant(bundle, hbb, variant, None, context, window=1500,
+                                                   strand_average=True).context.more_damaging_than,
+                "app": lambda: client.predict("carbon-demo", "none", "none", hbb, None, variant, "", 1500, True,
+                                              "marginal", "none", "", context, api_name="/score_variant"
+                                              )[-1]["context"]["more_damaging_than"],
+            }
+            outputs: dict = {}
+            times = interleaved_times(contenders, repeats, outputs)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    script, app = statistics.median(times["script"]), statistics.median(times["app"])
+    print(f"script {script:6.1f} s, app {app:6.1f} s: the app takes {app / script:.2f}x the script's time "
+          f"(same ranking: {outputs['script'] == outputs['app']})")
+
+
 def speculative_suite(repeats: int) -> None:
     """The bundled pair: target alone against target + draft, greedy and sampling, bp and token mode."""
     from ..model.manager import ModelManager
@@ -464,7 +507,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--suite", default="generation,scan,speculative",
-                        help="comma-separated: generation, scan, speculative, vcf, constraints, ray, gpu "
+                        help="comma-separated: generation, scan, speculative, vcf, constraints, ray, app, gpu "
                              "(the whole GPU report: see carbon_app.tools.gpu_report)")
     parser.add_argument("--shapes", default="500M,3B,8B", help="the gpu suite's shapes")
     parser.add_argument("--out", default="benchmarks/gpu/latest.json", help="where the gpu suite writes its report")
@@ -484,6 +527,8 @@ def main(argv: list[str] | None = None) -> None:
         constraints_suite(args.repeats)
     if "ray" in suites:
         ray_suite()
+    if "app" in suites:
+        app_suite(args.repeats)
     if "generation" not in suites:
         return
 

@@ -9,6 +9,7 @@ import gradio as gr
 
 from ...assets import ASSETS
 from .. import formatting as fmt
+from ..model_thread import on_model_thread
 from ..service import Service
 
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)  # one request on the model at a time, all tabs
@@ -18,10 +19,16 @@ SCORING = [(words, method) for method, words in fmt.METHOD_WORDS.items()]  # the
 try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
     import spaces
 
-    on_gpu = spaces.GPU
+    _zero_gpu = spaces.GPU
 except ImportError:
-    def on_gpu(fn):
+    def _zero_gpu(fn):
         return fn
+
+
+def on_gpu(fn):
+    """A handler that runs a model: on the model thread (`model_thread` says why) and, on a ZeroGPU Space,
+    inside spaces.GPU."""
+    return _zero_gpu(on_model_thread(fn))
 
 
 def fail(exc: Exception):
@@ -37,11 +44,12 @@ def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
     return text, upload
 
 
-def run_on_click(button: gr.Button, fn, inputs: list, outputs: list, api_name: str):
+def run_on_click(button: gr.Button, fn, inputs: list, outputs: list, api_name: str, progress_on=None):
     """Clear the outputs the moment the button is pressed, then run `fn`: an error never sits beside an
-    earlier run's results, and a new result never beside an old one."""
+    earlier run's results, and a new result never beside an old one. The progress bar covers `progress_on`
+    (default: every output), so a result streamed early stays readable while the rest is computed."""
     cleared = button.click(lambda: [None] * len(outputs), None, outputs, queue=False, api_visibility="private")
-    return cleared.then(fn, inputs, outputs, api_name=api_name, **GPU)
+    return cleared.then(fn, inputs, outputs, api_name=api_name, show_progress_on=progress_on, **GPU)
 
 
 @dataclass

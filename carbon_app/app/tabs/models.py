@@ -6,6 +6,7 @@ import gradio as gr
 
 from ...errors import CarbonError, InputError
 from .. import formatting as fmt
+from ..model_thread import on_model_thread
 from .common import FREE, GPU, Page, fail
 
 
@@ -40,6 +41,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
             "requests_stopped_early": service.stopped,
             "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes()}
 
+    @on_model_thread
     def model_card(name):
         try:
             bundle = service.model(name)
@@ -53,6 +55,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
             text = text.split("---", 2)[-1]
         return text
 
+    @on_model_thread
     def load(name):
         try:
             service.model(name)
@@ -60,6 +63,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
             fail(exc)
         return models_info()
 
+    @on_model_thread
     def unload(name):
         if name not in models + service.drafts():
             fail(InputError(f"'{name}' is not one of this server's models ({', '.join(models)})"))

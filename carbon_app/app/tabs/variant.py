@@ -59,8 +59,9 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                     label=f"The same at coordinates on the bundled {DEMO_GENOME} genome")
 
     def score_one(model, species, region, reference, upload, change, alternate, window, strand, method, genome,
-                  cds, context, request, progress) -> dict:
-        """A variant in a pasted sequence or at a genome's coordinates: the verdict, plots, table, files, a link."""
+                  cds, context, request, progress):
+        """A variant in a pasted sequence or at a genome's coordinates: the verdict, plots, table, files and a
+        link as soon as the delta is known, then the verdict again with the delta's context."""
         options = dict(window=window, strand_average=bool(strand), species=species, region=region, method=method)
 
         def ranking(done: float) -> None:
@@ -71,33 +72,37 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                 if (reference or "").strip() or upload or (alternate or "").strip():
                     raise InputError(f"the genome {genome} is chosen, so the variant is read from it: clear the "
                                      "pasted sequence (or choose the genome 'none' to score within it)")
-                genomic, report = service.score_at(model, genome, change, cds, context, ranking, **options)
-                data = {**genomic.to_dict(), **report.to_dict(), "genome_window_start": genomic.window_start}
+                stages = service.score_at_stages(model, genome, change, cds, context, ranking, **options)
                 here = dict(request.headers).get("referer") if request else None
                 link = fmt.share_link(here, genome=genome, variant=change.strip(), model=model, window=window,
                                       strand=int(bool(strand)), cds=cds, context=context)
             else:
                 record = Service.record(reference, upload, "reference sequence")
-                genomic = None
-                report = service.score(model, record.sequence, change, alternate, cds, record.coding, context,
-                                       ranking, **options)
-                data = report.to_dict()
+                stages = ((None, report) for report in service.score_stages(
+                    model, record.sequence, change, alternate, cds, record.coding, context, ranking, **options))
                 link = "*A link to a result needs a genome (a pasted sequence is too long for a link).*"
+            drawn = {}  # what the context does not change, drawn once (every stage sends all: an API client
+            # reads the last)
+            for genomic, report in stages:
+                data = report.to_dict()
+                if genomic:
+                    data = {**genomic.to_dict(), **data, "genome_window_start": genomic.window_start}
+                shown = genomic.placed if genomic else report.score  # positions on the contig when there is one
+                drawn = drawn or {tracks: variant_figure(shown), site: site_figure(shown),
+                                  track_table: fmt.track_rows(shown), share: link, around: fmt.variant_blocks(shown)}
+                yield {**drawn, verdict: "\n\n".join([fmt.variant_markdown(report, genomic, ranking=context),
+                                                       fmt.score_provenance(model, report.score),
+                                                       fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE]),
+                       files: service.variant_files(shown, data), raw: data}
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
-        shown = genomic.placed if genomic else report.score  # positions on the contig when there is one
-        text = "\n\n".join([fmt.variant_markdown(report, genomic), fmt.score_provenance(model, report.score),
-                             fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
-        return {verdict: text, tracks: variant_figure(shown), site: site_figure(shown),
-                track_table: fmt.track_rows(shown), files: service.variant_files(shown, data), share: link,
-                around: fmt.variant_blocks(shown), raw: data}
 
     @on_gpu
     def variant(model, species, region, reference, upload, change, alternate, window, strand, method,
                 genome=NO_GENOME, cds=None, context=CONTEXT_BASES, request: gr.Request = None,
                 progress=gr.Progress()):  # noqa: B008
-        return score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
-                         genome, cds, context, request, progress)
+        yield from score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
+                             genome, cds, context, request, progress)
 
     def from_link(request: gr.Request):
         """The tab's inputs from the page's URL (?genome=…&variant=…): a shared link opens on them."""
@@ -123,15 +128,18 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     def variant_from_link(run, model, species, region, reference, upload, change, alternate, window, strand, method,
                           genome, cds, context, request: gr.Request, progress=gr.Progress()):  # noqa: B008
         if not run:
-            return {}
-        return score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
-                         genome, cds, context, request, progress)
+            yield {}
+            return
+        yield from score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
+                             genome, cds, context, request, progress)
 
     inputs = [*page.choices, reference, upload, change, alternate, window, strand, method, genome, cds, context]
     outputs = [verdict, tracks, site, track_table, files, share, around, raw]
-    run_on_click(button, variant, inputs, outputs, "score_variant")
+    # the progress bar sits on the line under the verdict: the delta, shown first, stays readable while the
+    # substitutions around it are ranked
+    run_on_click(button, variant, inputs, outputs, "score_variant", progress_on=share)
     # a shared link (?genome=…&variant=…) opens this tab on its inputs and scores them
     run_from_link = gr.State(False)
     demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, cds, context, reference,
                                 run_from_link], api_visibility="private", queue=False).then(
-        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", **GPU)
+        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", show_progress_on=share, **GPU)

@@ -1,0 +1,96 @@
+"""The app's model thread: every handler that runs a model runs on one thread, whichever thread calls it."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import signal
+import threading
+
+import pytest
+
+from carbon_app.app import model_thread
+from carbon_app.app.model_thread import on_model_thread
+
+WHO = contextvars.ContextVar("who", default=None)
+
+
+def _in_threads(fn, n: int = 4) -> list:
+    """`fn()` called from `n` fresh threads, one after another (as a server's worker pool calls handlers)."""
+    out = []
+    for _ in range(n):
+        thread = threading.Thread(target=lambda: out.append(fn()))
+        thread.start()
+        thread.join()
+    return out
+
+
+def test_calls_from_many_threads_all_run_on_one_thread_with_the_callers_context():
+    @on_model_thread
+    def where(tag):
+        return threading.get_ident(), WHO.get(), tag
+
+    def caller():
+        WHO.set(threading.get_ident())  # as Gradio sets its event's context in the worker before calling
+        return where("x"), threading.get_ident()
+
+    calls = _in_threads(caller)
+    assert len({ran for (ran, _, _), _ in calls}) == 1  # one thread ran them all
+    assert all(ran != caller_id for (ran, _, _), caller_id in calls)  # and it is none of the callers
+    assert all(seen == caller_id for (_, seen, _), caller_id in calls)  # each saw its caller's context
+    assert where.__name__ == "where"
+
+
+def test_a_generators_steps_run_on_the_model_thread_and_closing_it_closes_the_generator_there():
+    ran, closed = [], []
+
+    @on_model_thread
+    def stream(n):
+        try:
+            for i in range(n):
+                ran.append(threading.get_ident())
+                yield i
+        finally:
+            closed.append(threading.get_ident())
+
+    assert list(stream(3)) == [0, 1, 2]
+    steps = stream(10)
+    assert next(steps) == 0
+    steps.close()  # a cancelled or disconnected stream
+    assert len(set(ran + closed)) == 1 and len(closed) == 2 and threading.get_ident() not in ran
+
+
+def test_errors_come_back_to_the_caller_and_a_nested_call_does_not_wait_on_itself():
+    @on_model_thread
+    def inner():
+        return threading.get_ident()
+
+    @on_model_thread
+    def outer():
+        return inner(), threading.get_ident()
+
+    @on_model_thread
+    def broken():
+        raise ValueError("the message")
+
+    nested, own = outer()
+    assert nested == own
+    with pytest.raises(ValueError, match="the message"):
+        broken()
+    assert inner() == own  # the thread survives an error
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_process_gets_a_model_thread_of_its_own():
+    """A ZeroGPU Space runs GPU handlers in a forked process, where the parent's thread does not exist."""
+    before = model_thread.call(threading.get_ident)
+    pid = os.fork()
+    if pid == 0:  # the child: a call must run (on a new thread), not wait forever on the parent's
+        signal.alarm(20)  # a wait that would never end ends the child instead
+        try:
+            os._exit(0 if model_thread.call(lambda: 42) == 42 else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert model_thread.call(threading.get_ident) == before
