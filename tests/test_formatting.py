@@ -67,3 +67,16 @@ def test_a_variant_is_shown_highlighted_in_both_alleles():
     html = variant_blocks(scored, reach=10)
     assert "reference 131–151" in html and "alternate (141:G&gt;T)" in html
     assert 'background:#e6e6e6;font-weight:bold">G<' in html and 'background:#ffd6d6;font-weight:bold">T<' in html
+
+
+def test_each_sample_has_one_colour_in_both_confidence_panels():
+    from carbon_app.app.plots import confidence_figure
+
+    sequences = ["ACGTA", "TTGCA", "GGCAT"]
+    fig = confidence_figure([[0.5] * 5] * 3, [[1.5] * 5] * 3, sequences)
+    by_sample = {}
+    for trace in fig.data:
+        by_sample.setdefault(trace.name, set()).add(trace.line.color)
+    assert len(by_sample) == 3 and all(len(colours) == 1 for colours in by_sample.values())
+    assert len({next(iter(c)) for c in by_sample.values()}) == 3  # and the samples differ
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["sample 1", "sample 2", "sample 3"]

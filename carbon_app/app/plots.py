@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -17,14 +18,17 @@ def confidence_figure(base_probs: list[list[float]], base_entropy: list[list[flo
     """Per generated base: probability of the chosen base and the entropy (bits) it was drawn from."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("P(chosen base)", "entropy (bits)"))
+    palette = plotly.colors.qualitative.Plotly
     for i, (probs, entropy, seq) in enumerate(zip(base_probs, base_entropy, sequences, strict=True)):
         x = np.arange(offset + 1, offset + len(probs) + 1)
         name = f"sample {i + 1}"
         hover = [f"position {p}: {b}" for p, b in zip(x, seq, strict=True)]
-        fig.add_trace(go.Scatter(x=x, y=probs, mode="lines", name=name, legendgroup=name, text=hover,
+        line = dict(color=palette[i % len(palette)])  # a sample's colour in both panels, as the one legend says
+        fig.add_trace(go.Scatter(x=x, y=probs, mode="lines", name=name, legendgroup=name, text=hover, line=line,
                                  hovertemplate="%{text}<br>P = %{y:.3f}<extra></extra>"), row=1, col=1)
         fig.add_trace(go.Scatter(x=x, y=entropy, mode="lines", name=name, legendgroup=name, showlegend=False,
-                                 text=hover, hovertemplate="%{text}<br>%{y:.2f} bits<extra></extra>"), row=2, col=1)
+                                 text=hover, line=line, hovertemplate="%{text}<br>%{y:.2f} bits<extra></extra>"),
+                      row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(range=[0, 2.05], row=2, col=1)
     fig.update_xaxes(title_text="generated base", row=2, col=1)
