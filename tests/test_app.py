@@ -254,6 +254,7 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_label("Region end", exact=True).fill("110")
         page.get_by_role("button", name="Scan every substitution").click()
         page.get_by_text("substitutions scored").first.wait_for(timeout=60_000)
+        assert not page.get_by_text("By consequence").is_visible()  # no coding sequence: no empty plot either
         page.screenshot(path=str(tmp_path / "scan.png"), full_page=True)
 
         page.get_by_role("tab", name="VCF batch").click()

@@ -28,7 +28,7 @@ def scan_tab(page: Page) -> None:
             button = gr.Button("Scan every substitution", variant="primary")
     heatmap = gr.Plot(label="delta log-likelihood of every substitution")
     block = gr.HTML(label="The region")
-    by_class = gr.Plot(label="By consequence (with a coding sequence)")
+    by_class = gr.Plot(label="By consequence", visible=False)  # shown when a coding sequence names them
     summary = gr.Markdown(elem_classes="carbon-table")
     download = gr.File(label="Download (TSV)")
     with gr.Accordion("Raw result (JSON)", open=False):
@@ -52,8 +52,9 @@ def scan_tab(page: Page) -> None:
             else result.rows()
         text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(model, result),
                              fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
-        return {heatmap: scan_figure(result), by_class: consequence_figure(result, consequences) if consequences
-                else None, block: fmt.sequence_block(result.region, result.start, title="the region scanned"),
+        by_consequence = consequence_figure(result, consequences) if consequences else None
+        return {heatmap: scan_figure(result), by_class: gr.Plot(by_consequence, visible=by_consequence is not None),
+                block: fmt.sequence_block(result.region, result.start, title="the region scanned"),
                 summary: text, download: service.scan_file(result, consequences), raw: {"rows": rows}}
 
     run_on_click(button, scan, [*page.choices, sequence, upload, start, end, window, method, cds],
