@@ -52,7 +52,17 @@ def test_model_cards_carry_the_evaluation(manager):
     assert f"{100 * results['markov']['all']:.1f} |" in card
     assert results["target"]["all"] > results["markov"]["all"] + 0.03  # recovery: 34.0% against 28.8%
     variants = results["target_variants"]
-    assert f"| carbon-demo | {variants['coding']['auroc']['fungus']:.3f} |" in card
+    header = next(line for line in card.splitlines() if line.startswith("| task | group |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): [c.strip() for c in line.strip("|").split("|")]
+            for line in card.splitlines() if line.startswith(("| stop-gain", "| splice", "| random"))}
+    for task, words in (("coding", "stop-gain vs synonymous"), ("splice", "splice site vs matched deep intronic")):
+        for group, value in variants[task]["auroc"].items():  # each figure in its task's row, its model's column
+            assert rows[(words, group)][columns.index("carbon-demo")] == f"{value:.3f}"
+            markov = results["markov_variants"][task]["auroc"][group]
+            assert rows[(words, group)][columns.index("Markov, order 4")] == f"{markov:.3f}"
+    assert rows[("random SNVs with delta < 0", "all")][columns.index("carbon-demo")] == \
+        f"{100 * variants['random']['fraction_negative']:.1f}%"
     quality = results["quality"]
     assert quality["stop_gain_vs_synonymous_auroc"] == variants["coding"]["auroc"]["all"]
     assert quality["splice_site_vs_deep_intronic_auroc"] == variants["splice"]["auroc"]["all"]

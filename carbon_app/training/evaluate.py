@@ -332,21 +332,24 @@ def recovery_table(results: dict) -> str:
 
 
 def variant_table(results: dict) -> str:
-    """AUROC per task and group, and the random-SNV share, for each predictor measured."""
-    rows = [(f"Markov, order {results['markov_scoring_order']}", results["markov_variants"])]
+    """AUROC per task and group, and the random-SNV share, one row each, a column per predictor measured
+    (tasks down the side: a card stays readable however many groups there are)."""
+    predictors = [(f"Markov, order {results['markov_scoring_order']}", results["markov_variants"])]
     if "previous_variants" in results:
-        rows.append(("previous carbon-demo", results["previous_variants"]))
-    rows.append(("carbon-demo", results["target_variants"]))
-    columns = [(task, g) for task in ("coding", "splice") for g in results["target_variants"][task]["auroc"]]
+        predictors.append(("previous carbon-demo", results["previous_variants"]))
+    predictors.append(("carbon-demo", results["target_variants"]))
     names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs matched deep intronic"}
-    lines = ["| predictor | " + " | ".join(f"{names[t]}: {g}" for t, g in columns) + " | random SNVs with delta < 0 |",
-             "|---|" + "---|" * (len(columns) + 1)]
-    for name, values in rows:
-        lines.append(f"| {name} | " + " | ".join(f"{values[t]['auroc'][g]:.3f}" for t, g in columns)
-                     + f" | {100 * values['random']['fraction_negative']:.1f}% |")
     counts = results["target_variants"]
-    lines.append("| variants | " + " | ".join(str(counts[t]["variants"].get(g, sum(counts[t]["variants"].values())))
-                                            for t, g in columns) + f" | {counts['random']['variants']} |")
+    lines = ["| task | group | " + " | ".join(name for name, _ in predictors) + " | variants |",
+             "|---|---|" + "---|" * (len(predictors) + 1)]
+    for task in ("coding", "splice"):
+        for g in counts[task]["auroc"]:
+            n = counts[task]["variants"].get(g, sum(counts[task]["variants"].values()))
+            lines.append(f"| {names[task]} | {g} | "
+                         + " | ".join(f"{values[task]['auroc'][g]:.3f}" for _, values in predictors) + f" | {n} |")
+    lines.append("| random SNVs with delta < 0 | all | "
+                 + " | ".join(f"{100 * values['random']['fraction_negative']:.1f}%" for _, values in predictors)
+                 + f" | {counts['random']['variants']} |")
     return "\n".join(lines)
 
 
@@ -427,8 +430,8 @@ below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substi
 (the same number of each from every gene); (b) substitutions of the canonical GT/AG splice dinucleotides
 versus deep-intronic ones (at least 100 bases into the same introns), each control making the same
 base change (REF and ALT) as a splice-site substitution of its intron, so the two sets differ in place only;
-last column: the share of random substitutions (a random base within 100 bases of every third site)
-that make the sequence less likely. A value below 0.5 means the scores point the wrong way on that task.
+last row: the share of random substitutions (a random base within 100 bases of every third site)
+that make the sequence less likely. An AUROC below 0.5 means the scores point the wrong way on that task.
 {'The previous carbon-demo saw the human entries and the augustus-doc locus in training.'
  if 'previous_variants' in results else ''}
 
