@@ -77,6 +77,16 @@ def test_generate_api_matches_the_engine(client, demo):
     assert "design 1" in out[0] and len(out[5]) == 3  # sequences shown; FASTA, FASTA with the prompt, JSON
 
 
+def test_a_designs_results_are_shown_before_its_logo_is_drawn(client):
+    job = client.submit("carbon-demo", "none", "none", "ATGTCTGCTAAAGG", None, 60, "", "bp", 0.9, 0, 1.0, 7, 2, False,
+                        api_name="/generate")
+    job.result(timeout=120)
+    *_, shown, last = job.outputs()
+    assert "bases/s" in shown[4] and shown[-1]["sequences"] == last[-1]["sequences"]  # designs, checks, files
+    assert shown[6] is None and last[6] is not None  # then the logo
+    assert shown[2] == last[2] and shown[5] == last[5]
+
+
 def test_speculative_toggle_gives_the_same_greedy_output(client):
     alone = client.predict("carbon-demo", "none", "none", "ACGTACGGTT", None, 61, "", "bp", 0, 0, 1.0, 0, 1, False,
                            api_name="/generate")[-1]

@@ -167,20 +167,18 @@ def logo_figure(marginals, first: int = 1, title: str = "design 1"):
     letters stacked to 1, the likeliest on top (a bits logo flattens a small model's near-uniform columns to
     nothing); drawn by logomaker (matplotlib)."""
     import logomaker
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
+    from matplotlib.figure import Figure
 
     shown = np.asarray(marginals, dtype=float)[:LOGO_BASES]
     frame = pd.DataFrame(shown, columns=list(BASES), index=range(first, first + len(shown)))
-    fig, ax = plt.subplots(figsize=(max(6.0, len(shown) * 0.14), 2.2))
+    # a figure pyplot does not manage: each of the ~500 glyphs would otherwise ask pyplot whether to redraw
+    fig = Figure(figsize=(max(6.0, len(shown) * 0.14), 2.2))
+    ax = fig.subplots()
     logomaker.Logo(frame, ax=ax, color_scheme={b: BASE_COLOURS[b] for b in BASES}, font_name="DejaVu Sans Mono")
     ax.set_ylim(0, 1)
     ax.set_ylabel("probability")
     more = f" (first {LOGO_BASES} of {len(marginals):,} bases)" if len(marginals) > LOGO_BASES else ""
     ax.set_title(f"{title}: what the model allowed at each base{more}", fontsize=9)
     fig.tight_layout()
-    plt.close(fig)
     return fig

@@ -114,13 +114,17 @@ def design_tab(page: Page) -> None:
                            fasta_copy: "", status: f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}"}
                     continue
                 reports = service.design_reports(result, flank)
-                yield {**shown, confidence: confidence_figure(result.base_probs, result.base_entropy,
-                                                              result.sequences),
-                       logo: logo_figure(result.base_marginals[0]) if result.base_marginals is not None else None,
-                       checks: fmt.report_markdown(reports), prompt_info: fmt.prompt_info(result),
-                       status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
-                       files: service.design_files(result), fasta_copy: fmt.fasta_text(result.sequences),
-                       design_json: {**result.to_dict(), "reports": reports}}
+                done = {**shown, confidence: confidence_figure(result.base_probs, result.base_entropy,
+                                                               result.sequences),
+                        checks: fmt.report_markdown(reports), prompt_info: fmt.prompt_info(result),
+                        status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
+                        files: service.design_files(result), fasta_copy: fmt.fasta_text(result.sequences),
+                        design_json: {**result.to_dict(), "reports": reports}}
+                # the logo's ~500 glyphs take matplotlib longer (about 2 s on 2 cores) than a short design takes
+                # the model: the designs and their checks go first, the logo follows
+                yield {**done, logo: None}
+                if result.base_marginals is not None:
+                    yield {**done, logo: logo_figure(result.base_marginals[0])}
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
 
