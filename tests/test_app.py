@@ -429,6 +429,19 @@ def test_a_cancelled_stream_releases_its_request_and_the_queue_moves_on(client):
     assert quick["done"] and len(quick["sequences"][0]) == 12
 
 
+def test_a_model_card_is_read_while_a_long_request_holds_the_model(client):
+    region = HBB["scan_region"][0]
+    job = client.submit("carbon-demo", "none", "none", hbb_sequence(), None, region, region + 40, 1500, "marginal", "",
+                        api_name="/scan")  # one step of some twenty seconds on the model thread
+    deadline = time.time() + 60
+    while time.time() < deadline and not client.predict(api_name="/models")[2]["requests_running"]:
+        time.sleep(0.05)
+    card = client.predict("carbon-demo-draft", api_name="/model_card")
+    assert "carbon-demo-draft" in card and "Demo only" in card
+    assert client.predict(api_name="/models")[2]["requests_running"] == 1  # answered while the scan still ran
+    assert len(job.result(timeout=300)[-1]["rows"]) == 123
+
+
 def test_a_client_that_disconnects_mid_stream_releases_its_request(server, client):
     """A client process killed while its design streams (a closed tab, a lost connection)."""
     script = (

@@ -91,13 +91,28 @@ class Service:
 
     # -- inputs -----------------------------------------------------------------------
 
-    def model(self, name: str | None):
+    def _configured(self, name: str | None) -> str:
+        """`name`, or the first configured model when empty, refused unless the server serves it."""
         if not self.config.models:
             raise InputError("no model is configured on this server (set CARBON_MODEL or CARBON_MODELS)")
         name = name or self.config.models[0]
         if name not in self.config.models and name not in self.drafts():
             raise InputError(f"'{name}' is not one of this server's models ({', '.join(self.config.models)})")
-        return self.manager.get(name)
+        return name
+
+    def model(self, name: str | None):
+        return self.manager.get(self._configured(name))
+
+    def model_card(self, name: str | None) -> str:
+        """A model's card (its README without the hub's front matter), read from its directory without
+        loading the model, so it is shown at once even while a long request holds the model thread."""
+        path = resolve_model_dir(self._configured(name)) / "README.md"
+        if not path.exists():
+            return f"No model card for {name}."
+        text = path.read_text()
+        if text.startswith("---"):  # YAML front matter is for the hub, not for reading
+            text = text.split("---", 2)[-1]
+        return text
 
     def tag_choices(self, name: str | None) -> tuple[list[str], list[str]]:
         """The species and region keys of a model's own tag scheme (read from its directory, without

@@ -41,19 +41,11 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
             "requests_stopped_early": service.stopped,
             "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes()}
 
-    @on_model_thread
     def model_card(name):
         try:
-            bundle = service.model(name)
+            return service.model_card(name)
         except CarbonError as exc:
             fail(exc)
-        path = bundle.path / "README.md"
-        if not path.exists():
-            return f"No model card for {bundle.name}."
-        text = path.read_text()
-        if text.startswith("---"):  # YAML front matter is for the hub, not for reading
-            text = text.split("---", 2)[-1]
-        return text
 
     @on_model_thread
     def load(name):
