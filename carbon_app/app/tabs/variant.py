@@ -81,8 +81,9 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                 stages = ((None, report) for report in service.score_stages(
                     model, record.sequence, change, alternate, cds, record.coding, context, ranking, **options))
                 link = "*A link to a result needs a genome (a pasted sequence is too long for a link).*"
-            drawn = {}  # what the context does not change, drawn once (every stage sends all: an API client
-            # reads the last)
+            # what the context does not change is drawn once, and sent with every stage (an API client reads
+            # the last one whole)
+            drawn = {}
             for genomic, report in stages:
                 data = report.to_dict()
                 if genomic:
