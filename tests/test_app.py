@@ -491,6 +491,26 @@ def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
         process.wait(timeout=30)
 
 
+def test_a_ranking_that_cannot_run_leaves_the_delta_and_says_why(tmp_path):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    # a budget that holds the delta's windows (1,500 bases) but not the ranking's batches beside them
+    process, url = _start_app(tmp_path, CARBON_MEMORY_BUDGET_GB="0.15")
+    try:
+        job = Client(url, verbose=False).submit("carbon-demo", "none", "none", hbb_sequence(), None, "1206:A>T", "",
+                                                1500, False, "marginal", "none", "", 2, api_name="/score_variant")
+        with pytest.raises(AppError, match="memory budget"):
+            job.result(timeout=120)
+        first, last = job.outputs()
+        assert "delta = LL(alt)" in first[0] and "ranking it among every substitution within 2 bases" in first[0]
+        assert "delta = LL(alt)" in last[0] and "not ranked:" in last[0] and "memory budget" in last[0]
+        assert "ranking it" not in last[0]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def test_soak_script_reports_a_short_run():
     from carbon_app.tools.soak import main as soak_main
 

@@ -116,9 +116,14 @@ def verdict(scored) -> str:
             f"{', averaged over both strands' if scored.strand_average else ''}{spread}).{indel}")
 
 
-def variant_markdown(report, genomic=None, ranking=0) -> str:
-    """The verdict, then where on the genome, what it does to the protein and how it ranks nearby (or, while
-    the delta is being ranked among the substitutions within `ranking` bases, that it is)."""
+def ranking_pending(radius) -> str:
+    """What the context line says while a delta is being ranked among the substitutions within `radius`."""
+    return f"ranking it among every substitution within {int(radius):,} bases…"
+
+
+def variant_markdown(report, genomic=None, context_note: str = "") -> str:
+    """The verdict, then where on the genome, what it does to the protein and how it ranks nearby (or, before
+    the ranking is known, `context_note`: that it is under way, or why it stopped)."""
     parts = [verdict(genomic.placed if genomic is not None else report.score)]
     where, offset = "", 0
     if genomic is not None:
@@ -130,8 +135,8 @@ def variant_markdown(report, genomic=None, ranking=0) -> str:
     if report.context is not None:
         parts.append(f"**In context:** {report.context.sentence()} (positions {offset + report.context.start:,}–"
                      f"{offset + report.context.end:,}{where}, each substitution scored the same way).")
-    elif ranking:
-        parts.append(f"**In context:** *ranking it among every substitution within {int(ranking):,} bases…*")
+    elif context_note:
+        parts.append(f"**In context:** *{context_note}*")
     return "\n\n".join(parts)
 
 

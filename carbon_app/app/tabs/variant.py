@@ -67,6 +67,14 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         def ranking(done: float) -> None:
             progress(done, desc="ranking it among the substitutions nearby")
 
+        def verdict_text(report, genomic, context_note: str) -> str:
+            return "\n\n".join([fmt.variant_markdown(report, genomic, context_note),
+                                 fmt.score_provenance(model, report.score), fmt.trust_note(service.model(model)),
+                                 fmt.RESEARCH_NOTE])
+
+        # what the context does not change is drawn once, and sent with every stage (an API client reads the
+        # last one whole)
+        drawn, report, genomic = {}, None, None
         try:
             if genome and genome != NO_GENOME:
                 if (reference or "").strip() or upload or (alternate or "").strip():
@@ -81,9 +89,6 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                 stages = ((None, report) for report in service.score_stages(
                     model, record.sequence, change, alternate, cds, record.coding, context, ranking, **options))
                 link = "*A link to a result needs a genome (a pasted sequence is too long for a link).*"
-            # what the context does not change is drawn once, and sent with every stage (an API client reads
-            # the last one whole)
-            drawn = {}
             for genomic, report in stages:
                 data = report.to_dict()
                 if genomic:
@@ -91,11 +96,11 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                 shown = genomic.placed if genomic else report.score  # positions on the contig when there is one
                 drawn = drawn or {tracks: variant_figure(shown), site: site_figure(shown),
                                   track_table: fmt.track_rows(shown), share: link, around: fmt.variant_blocks(shown)}
-                yield {**drawn, verdict: "\n\n".join([fmt.variant_markdown(report, genomic, ranking=context),
-                                                       fmt.score_provenance(model, report.score),
-                                                       fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE]),
+                yield {**drawn, verdict: verdict_text(report, genomic, fmt.ranking_pending(context) if context else ""),
                        files: service.variant_files(shown, data), raw: data}
         except (CarbonError, ValueError, OSError) as exc:
+            if report is not None:  # the delta is on the page and stays there; the context line says why it stopped
+                yield {verdict: verdict_text(report, genomic, f"not ranked: {exc}")}
             fail(exc)
 
     @on_gpu
