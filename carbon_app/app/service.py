@@ -106,7 +106,8 @@ class Service:
     def model_card(self, name: str | None) -> str:
         """A model's card (its README without the hub's front matter), read from its directory without
         loading the model, so it is shown at once even while a long request holds the model thread."""
-        path = resolve_model_dir(self._configured(name)) / "README.md"
+        name = self._configured(name)
+        path = resolve_model_dir(name) / "README.md"
         if not path.exists():
             return f"No model card for {name}."
         text = path.read_text()

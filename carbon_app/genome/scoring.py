@@ -110,11 +110,12 @@ def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str |
     cut = cut_window(reference, var, span, extra=radius)
     contig = ContigBases(reference, cut.contig)
     coding = CodingSequence.parse(cds, contig) if cds and cds.strip() else None  # checked before any work
+    consequence = coding.consequence(contig, var.pos - 1, var.alt) if coding and len(var.ref) == len(var.alt) == 1 \
+        else None
     for report in describe_stages(bundle, cut.bases, cut.local(var), None, radius, progress, window=window,
                                   strand_average=strand_average, species=species, region=region, method=method,
                                   frames=frames):
-        if coding and len(var.ref) == len(var.alt) == 1 and report.consequence is None:
-            report.consequence = coding.consequence(contig, var.pos - 1, var.alt)
+        report.consequence = consequence  # in contig coordinates, which the cut window's report cannot know
         yield GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report
 
 
