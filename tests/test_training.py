@@ -191,6 +191,55 @@ def test_windows_never_cross_the_held_out_split(monkeypatch):
     assert all(w["start"] - 1 >= split_bounds(len(seq))[1] for w in test if w["record"] == "r1")
 
 
+def test_token_frames_give_each_6mer_its_codon_place_on_either_strand():
+    # exons 100-400 and 600-1000 (forward, 0-based half-open), CDS 150-400 and 600-900
+    plus = Transcript("t", "g", 1, [(100, 400), (600, 1000)], [(150, 400), (600, 900)], "protein_coding")
+    minus = replace(plus, strand=-1)
+    assert list(demo_data.token_frames(plus, list(range(138, 174)))) == [3, 3, 0, 0, 0, 0]  # 5' UTR, then codons
+    assert list(demo_data.token_frames(plus, list(range(588, 612)))) == [3, 3, 1, 1]  # the intron; exon 2's frame
+    assert list(demo_data.token_frames(plus, list(range(996, 1008)))) == [3, -1]  # past the transcript: unknown
+    # read on the minus strand the CDS begins at 899: its bases 899, 898, 897 are codon places 0, 1, 2
+    assert list(demo_data.token_frames(minus, list(range(1011, 885, -1)))) == [-1, -1] + [3] * 17 + [2, 2]
+    no_cds = Transcript("n", "n", 1, [(100, 400)], [], "protein_coding")
+    trna = Transcript("r", "r", 1, [(100, 400)], [], "tRNA")
+    assert set(demo_data.token_frames(no_cds, list(range(100, 160)))) == {-1}  # may code: the table cannot say
+    assert set(demo_data.token_frames(trna, list(range(100, 160)))) == {3}
+
+
+def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(monkeypatch, tmp_path):
+    """A stop-free open reading frame in two exons: every 6-mer labelled with a codon place has no stop codon
+    in that frame, and the labels reach the saved rows beside the tokens."""
+    monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 60 * WINDOW for g in demo_data.GROUPS})
+    rng = random.Random(11)
+    sense = [c for c in (a + b + c for a in "ACGT" for b in "ACGT" for c in "ACGT") if c not in ("TAA", "TAG", "TGA")]
+    orf = "ATG" + "".join(rng.choice(sense) for _ in range(799))  # 2,400 bases, no stop (GTF CDS leave it out)
+    seq = random_dna(30_000, 4)
+    seq = seq[:2000] + orf[:1200] + "GT" + random_dna(596, 5) + "AG" + orf[1200:] + seq[2000 + 1200 + 600 + 1200:]
+    gene = Transcript("a", "a", 1, [(1900, 3200), (3800, 5100)], [(2000, 3200), (3800, 5000)], "protein_coding")
+    assert gene.spliced(seq, gene.cds) == orf
+    train = sample_training_windows([Record("r", seq, "fungus", "yeast", "test", [gene])], random.Random(2))
+    labelled = Counter()
+    for window in train:
+        for j, place in enumerate(window["frames"][: len(window["seq"]) // 6]):
+            token = window["seq"][6 * j : 6 * j + 6]
+            labelled[int(place)] += 1
+            if 0 <= place <= 2:
+                in_frame = [token[o : o + 3] for o in range((3 - place) % 3, 4, 3)]
+                assert not {"TAA", "TAG", "TGA"} & set(in_frame), (window["kind"], j, token, place)
+        if window["kind"] == "genomic":
+            assert set(window["frames"]) == {-1}
+    assert all(labelled[label] > 100 for label in (-1, 0, 1, 2, 3))
+    from carbon_app.training.tokenizer import demo_tokenizer
+
+    tokenizer = demo_tokenizer(tmp_path / "tokenizer")
+    rows, dna_at, frames = demo_data.to_rows(train[:20], tokenizer, tokenizer.text_tokenizer.pad_token_id)
+    for row, at, frame, window in zip(rows, dna_at, frames, train[:20], strict=True):
+        n = len(window["seq"]) // 6
+        assert list(row[at + 1 : at + 1 + n]) == tokenizer.kmer_ids(window["seq"][: 6 * n])  # labels beside tokens
+        assert list(frame[at + 1 : at + 1 + n]) == list(window["frames"][:n])
+        assert set(frame[: at + 1]) | set(frame[at + 1 + n :]) <= {-1}  # tags and pads carry none
+
+
 def test_markov_baseline_learns_what_it_saw():
     period = np.array([0, 1, 2, 3, 3, 2, 1, 0, 2, 2] * 60)
     markov = MarkovModel(period[None, :], max_order=4)
@@ -211,7 +260,7 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     rng = random.Random(0)
     windows = [{"seq": random_dna(WINDOW, i), "species": rng.choice([None, "plant"]),
                 "region": rng.choice([None, "trna"])} for i in range(6)]
-    rows, dna_at = demo_data.to_rows(windows, tokenizer, tokenizer.text_tokenizer.pad_token_id)
+    rows, dna_at, _ = demo_data.to_rows(windows, tokenizer, tokenizer.text_tokenizer.pad_token_id)
     np.save(data / "train_rows.npy", rows)
     np.save(data / "train_dna_at.npy", dna_at)
     (data / "validation.json").write_text(json.dumps([{"seq": random_dna(624, 99)}]))
@@ -232,6 +281,33 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     assert list(bundle.tags.species) == ["plant"] and list(bundle.tags.regions) == ["trna"]  # what it saw
     result = generate(bundle, "ACGTAC", 20, species="plant", region="trna", seed=1)
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20
+
+
+def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_model(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from carbon_app.training.train import TrainConfig, train
+
+    monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
+    genome, gene = _coding_gene(1)
+    cress = Transcript("p", "p", 1, [(1000, 1600), (2000, 2600)], [(1100, 1600), (2000, 2501)], "protein_coding")
+    records = [Record("held", genome, "mammal", "Homo sapiens", "test", [gene], held_out=True),
+               Record("cress", random_dna(40_000, 5), "plant", "Arabidopsis thaliana", "test", [cress])]
+    data = tmp_path / "data"
+    card = write_dataset(data, records)
+    assert card["train_token_frames"]["codon place 1"] > 0 and card["train_token_frames"]["not coding"] > 0
+    cfg = TrainConfig(data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2, kv_heads=1,
+                      ffn=64, steps=3, batch=4, warmup=1, eval_every=3, compile=False)
+    plain = load_file(train(cfg) / "model.safetensors")
+    probed_dir = train(replace(cfg, name="probed", frame_weight=0.5))
+    probed = load_file(probed_dir / "model.safetensors")
+    assert probed.keys() == plain.keys()  # a plain Llama decoder: the probe is not saved
+    assert any(not torch.equal(probed[k], plain[k]) for k in plain)  # its loss reached the decoder
+    log = json.loads((probed_dir / "training.json").read_text())["log"]
+    assert 0 < log[-1]["train_frame"] < 2 and log[-1]["train_loss"] != log[-1]["train_ce"]
+    (data / "train_frames.npy").unlink()
+    with pytest.raises(SystemExit, match="train_frames.npy"):
+        train(replace(cfg, name="no-labels", frame_weight=0.5))
 
 
 def test_a_time_budget_cuts_the_steps_to_the_measured_speed():
@@ -281,7 +357,7 @@ def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     compiled.model.compile()
     results = []
     for model in (eager, compiled):
-        ce, fns, _ = kmer_losses(model, rows, 20, 4096)
+        ce, fns, _, _ = kmer_losses(model, rows, 20, 4096)
         (ce + fns).backward()
         results.append((ce.item(), fns.item(), model.model.layers[0].mlp.up_proj.weight.grad.clone()))
     assert list(compiled.state_dict()) == names

@@ -51,6 +51,10 @@ class Transcript:
         forward = [i for start, end in parts for i in range(start, end)]
         return forward if self.strand == 1 else forward[::-1]
 
+    def codon_positions(self) -> dict[int, int]:
+        """Forward-strand index -> the base's place in its codon (0, 1, 2), for every base of the CDS."""
+        return {at: i % 3 for i, at in enumerate(self.positions(self.cds))}
+
     def spliced(self, genome: str, parts: list[tuple[int, int]] | None = None) -> str:
         """The exons (or `parts`) joined and read on the transcript's strand: the mature mRNA."""
         seq = "".join(genome[start:end] for start, end in (self.exons if parts is None else parts))

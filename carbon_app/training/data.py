@@ -21,6 +21,13 @@ Carbon template mix: no tag 50%, species+region, species only and region only
 1/6 each (a missing label drops that tag). The held-out variant sets of
 `variant_sets.py` are written beside the windows; everything used and counted
 goes into `data_card.json`.
+
+Each token of a window taken from an annotated transcript also gets its
+reading frame (`train_frames.npy`, aligned with the token rows): the place
+of its first base in its codon (0, 1, 2) inside the CDS, NOT_CODING elsewhere
+within the transcript, FRAME_UNKNOWN where the annotation cannot say (genomic
+windows, outside the transcript, transcripts that may code but carry no CDS).
+Training can read them to supervise a reading-frame probe (`train.py`).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ TRAIN_BASES = {"mammal": 24_000_000, "vertebrate": 2_500_000, "invertebrate": 13
 #: (coding sequence and exon-intron boundaries weigh most: they carry the signals variant scores are read for)
 MIX = {"mrna": 0.4, "gene": 0.3, "splice": 0.2, "genomic": 0.1}
 MIN_MRNA = 300  # shorter transcripts are too short a window to teach much
+NOT_CODING, FRAME_UNKNOWN = 3, -1  # token frame labels besides a codon place 0, 1, 2
 
 BIOTYPE_REGION = {
     "protein_coding": "protein_coding", "cds": "protein_coding", "mrna": "protein_coding",
@@ -229,14 +237,29 @@ def _stranded(seq: str, start: int, strand: int) -> str:
     return reverse_complement(seq[max(start - WINDOW + 1, 0) : start + 1])
 
 
+def token_frames(transcript: Transcript, forward: list[int]) -> np.ndarray:
+    """The frame label of each whole 6-mer of a window read on the transcript's strand, from the forward
+    index of each of its bases (`forward`): its first base's place in its codon, or NOT_CODING /
+    FRAME_UNKNOWN (see the module's doc)."""
+    firsts = forward[: len(forward) // K * K : K]
+    if not transcript.cds:
+        noncoding = region_of(transcript) not in (None, "protein_coding")  # an RNA gene: known not to code
+        return np.full(len(firsts), NOT_CODING if noncoding else FRAME_UNKNOWN, dtype=np.int8)
+    codon = transcript.codon_positions()
+    inside = range(transcript.start, transcript.end)  # beyond it lie other genes, unannotated here
+    return np.array([codon.get(at, NOT_CODING) if at in inside else FRAME_UNKNOWN for at in firsts],
+                    dtype=np.int8)
+
+
 def _window(record: Record, kind: str, transcripts: list[Transcript], rng: random.Random
-            ) -> tuple[str, str | None] | None:
-    """One training window of `kind` from the train part of `record`: (bases, region) or None."""
+            ) -> tuple[str, str | None, np.ndarray] | None:
+    """One training window of `kind` from the train part of `record`: (bases, region, token frames) or None."""
     train_end = split_bounds(len(record.seq))[0]
     if kind == "genomic":
         offset = rng.randrange(0, train_end - WINDOW + 1)
         seq = record.seq[offset : offset + WINDOW]
-        return (reverse_complement(seq) if rng.random() < 0.5 else seq), None
+        return ((reverse_complement(seq) if rng.random() < 0.5 else seq), None,
+                np.full(WINDOW_TOKENS, FRAME_UNKNOWN, dtype=np.int8))
     transcript = rng.choice(transcripts)
     region = region_of(transcript)
     if kind == "mrna":
@@ -244,7 +267,8 @@ def _window(record: Record, kind: str, transcripts: list[Transcript], rng: rando
         if len(mrna) < MIN_MRNA:
             return None
         offset = 0 if rng.random() < 0.5 or len(mrna) <= WINDOW else rng.randrange(0, len(mrna) - WINDOW + 1)
-        return mrna[offset : offset + WINDOW], region
+        forward = transcript.positions(transcript.exons)[offset : offset + WINDOW]
+        return mrna[offset : offset + WINDOW], region, token_frames(transcript, forward)
     if kind == "gene":  # from the gene's 5' end or from anywhere inside it, on its strand
         five_prime = transcript.start if transcript.strand == 1 else transcript.end - 1
         start = five_prime if rng.random() < 0.5 else rng.randrange(transcript.start, transcript.end)
@@ -255,7 +279,9 @@ def _window(record: Record, kind: str, transcripts: list[Transcript], rng: rando
     lo = start if transcript.strand == 1 else start - WINDOW + 1
     if lo < 0 or lo + WINDOW > train_end:
         return None
-    return _stranded(record.seq, start, transcript.strand), region
+    forward = list(range(lo, lo + WINDOW))
+    forward = forward if transcript.strand == 1 else forward[::-1]
+    return _stranded(record.seq, start, transcript.strand), region, token_frames(transcript, forward)
 
 
 def _candidates(record: Record, kind: str) -> list[Transcript]:
@@ -295,10 +321,10 @@ def sample_training_windows(records: list[Record], rng: random.Random, mix: dict
             window = _window(record, kind, candidates, rng)
             if window is None or len(window[0]) < MIN_MRNA or not _usable(window[0]):
                 continue
-            seq, region = window
+            seq, region, frames = window
             species, region_tag = _choose_tags(rng, group, region)
             windows.append({"seq": seq, "group": group, "species": species, "region": region_tag,
-                            "gene_region": region, "kind": kind, "record": record.id})
+                            "gene_region": region, "kind": kind, "record": record.id, "frames": frames})
             taken += len(seq)
     rng.shuffle(windows)
     return windows
@@ -351,21 +377,25 @@ def tag_ids(tokenizer, species: str | None, region: str | None) -> list[int]:
     return tokenizer.encode(dna_prompt(scheme.prefix(species, region)))
 
 
-def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Token rows [N, 2 + 1 + 252] (left-aligned, right-padded) and the index of `<dna>` in each.
+def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token rows [N, 2 + 1 + 252] (left-aligned, right-padded), the index of `<dna>` in each, and the
+    frame label of each row position (FRAME_UNKNOWN on tags and pads).
 
     A window shorter than WINDOW (a short mRNA) keeps its whole 6-mers and is padded."""
     width = 2 + 1 + WINDOW_TOKENS
     # token ids fit 16 bits (the demo vocabulary has 4,124): half the file and memory of int32
     dtype = np.uint16 if tokenizer.config.min_vocab_size <= 2**16 else np.int32
     rows = np.full((len(windows), width), pad_id, dtype=dtype)
+    frames = np.full((len(windows), width), FRAME_UNKNOWN, dtype=np.int8)
     dna_at = np.zeros(len(windows), dtype=np.int32)
     for i, window in enumerate(windows):
         prefix = tag_ids(tokenizer, window["species"], window["region"])
-        ids = prefix + tokenizer.kmer_ids(window["seq"][: len(window["seq"]) // K * K])
-        rows[i, : len(ids)] = ids
+        kmers = tokenizer.kmer_ids(window["seq"][: len(window["seq"]) // K * K])
+        rows[i, : len(prefix) + len(kmers)] = prefix + kmers
+        if window.get("frames") is not None:  # else unknown throughout
+            frames[i, len(prefix) : len(prefix) + len(kmers)] = window["frames"][: len(kmers)]
         dna_at[i] = len(prefix) - 1
-    return rows, dna_at
+    return rows, dna_at, frames
 
 
 def build(out_dir: Path, raw_dir: Path, seed: int = 0, mix: dict[str, float] = MIX) -> dict:
@@ -386,10 +416,11 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
     validation = sample_eval_windows(records, "validation", 100, held_out)
     test = sample_eval_windows(records, "test", 200, held_out)
     variants = held_out_variant_sets(records, held_out)
-    rows, dna_at = to_rows(train, tokenizer, tokenizer.text_tokenizer.pad_token_id)
+    rows, dna_at, frames = to_rows(train, tokenizer, tokenizer.text_tokenizer.pad_token_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "train_rows.npy", rows)
     np.save(out_dir / "train_dna_at.npy", dna_at)
+    np.save(out_dir / "train_frames.npy", frames)
     (out_dir / "validation.json").write_text(json.dumps(validation))
     (out_dir / "test.json").write_text(json.dumps(test))
     (out_dir / "test_variants.json").write_text(json.dumps(variants))
@@ -408,6 +439,9 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
              else "region" if w["region"] else "none") for w in train)),
         "train_regions": dict(Counter(w["gene_region"] or "none" for w in train)),
         "train_kinds": dict(Counter(w["kind"] for w in train)),
+        "train_token_frames": {("unknown" if label == FRAME_UNKNOWN else "not coding" if label == NOT_CODING
+                                else f"codon place {label}"): int((frames == label).sum())
+                               for label in (0, 1, 2, NOT_CODING)},
         "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),

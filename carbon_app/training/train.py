@@ -8,7 +8,13 @@ A Llama decoder over the demo tokenizer, trained on the windows of
 the last part of training, cross-entropy plus Factorised Nucleotide
 Supervision (the per-base cross-entropy of the six marginals, spec section 5).
 The draft model adds distillation from the target (KL divergence of the
-6-mer distributions), which raises how often the two agree. Seeded,
+6-mer distributions), which raises how often the two agree. With
+`--frame-weight`, a linear reading-frame probe on the decoder's last hidden
+state learns each coming 6-mer's codon place (or "not coding") from the
+frame labels of annotated transcripts (`data.py`), a share of the loss: it
+asks the decoder to carry the reading frame, which is what lets the 6-mer
+head avoid in-frame stop codons. The probe is training scaffolding: it is
+not part of the saved model, which stays a plain Llama decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
 Face model directory with `dna_config.json` and the tokenizer files, which
 the model manager loads exactly like a Carbon checkpoint.
@@ -62,15 +68,24 @@ class TrainConfig:
     distill_weight: float = 0.0
     seed: int = 0
     eval_every: int = 200
-    bf16_autocast: bool = True  # matrix products in bf16 (AMX on recent Xeons, tensor cores on a GPU); losses fp32
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
+    bf16_autocast: bool | None = None  # matrix products in bf16, losses fp32; None: where the hardware has bf16
     init: str | None = None  # a model directory to start from (continued training) instead of random weights
     compile: bool = True  # torch.compile the decoder: fused element-wise kernels, ~1.6x faster steps on a CPU
     minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
+    frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
 
     @property
     def out(self) -> Path:
         return Path(self.out_root) / self.name
+
+
+def native_bf16(device: str) -> bool:
+    """Whether bf16 matrix products run natively: a GPU's tensor cores, or a CPU with AMX or AVX512-BF16.
+    Elsewhere (e.g. an AVX2-only CPU) they are emulated, and measured 60x slower than float32."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
 
 
 TIMED_STEPS = range(10, 30)  # the steps timed for a budget: after compilation and the first allocations
@@ -104,10 +119,24 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
     return LlamaForCausalLM(config)
 
 
-def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True):
-    """Cross-entropy over the k-mers, FNS per-base loss, and (with a teacher) KL, at k-mer targets."""
+FRAME_CLASSES = 4  # codon place 0, 1, 2 of the coming 6-mer's first base; not coding
+
+
+def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the probe's reading frame for the coming token, where its label is known."""
+    known = frames[:, 1:] >= 0
+    if not known.any():
+        return torch.zeros((), device=hidden.device)
+    return F.cross_entropy(probe(hidden[known]).float(), frames[:, 1:][known].long())
+
+
+def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
+                probe=None, frames: torch.Tensor | None = None):
+    """Cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer targets, and (with a
+    probe and the rows' frame labels) the reading-frame loss."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
+    frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
     head = model.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
     keep = (targets >= kmer_start) & (targets < kmer_start + n_kmers)  # no tags, pads or <oov>
     logits = hidden[keep] @ head.T
@@ -126,7 +155,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             t_head = teacher.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
             t_logprobs = torch.log_softmax((t_hidden @ t_head.T).float(), dim=-1)
         kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="batchmean")
-    return ce, fns, kl
+    return ce, fns, kl, frame
 
 
 def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
@@ -139,11 +168,18 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
 
     from ..core.tokens import CarbonTokenizer
 
+    if cfg.bf16_autocast is None:
+        cfg = replace(cfg, bf16_autocast=native_bf16(cfg.device))
     data = Path(cfg.data)
     text = PreTrainedTokenizerFast.from_pretrained(str(data / "tokenizer"))
     dna_config = DnaConfig.from_file(data / "tokenizer" / "dna_config.json")
     tokenizer = CarbonTokenizer(dna_config, text)
     rows = torch.from_numpy(np.load(data / "train_rows.npy").astype(np.int64))
+    frames = probe = None
+    if cfg.frame_weight:
+        if not (data / "train_frames.npy").exists():
+            raise SystemExit(f"--frame-weight needs {data}/train_frames.npy: rebuild the data with this version")
+        frames = torch.from_numpy(np.load(data / "train_frames.npy"))
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
     if cfg.init:
@@ -158,7 +194,12 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         model.model.compile()
         if teacher is not None:
             teacher.model.compile()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    trained = list(model.parameters())
+    if cfg.frame_weight:
+        torch.manual_seed(cfg.seed)
+        probe = torch.nn.Linear(model.config.hidden_size, FRAME_CLASSES).to(cfg.device)
+        trained += list(probe.parameters())
+    optimizer = torch.optim.AdamW(trained, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     cfg.out.mkdir(parents=True, exist_ok=True)
     checkpoint = cfg.out / "checkpoint.pt"
     log: list[dict] = []
@@ -166,6 +207,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if resume and checkpoint.exists():
         state = torch.load(checkpoint, weights_only=False)
         model.load_state_dict(state["model"])
+        if probe is not None:
+            probe.load_state_dict(state["probe"])
         optimizer.load_state_dict(state["optimizer"])
         step, log = state["step"], state["log"]
         torch.set_rng_state(state["rng"])
@@ -185,10 +228,14 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            ce, fns, kl = kmer_losses(model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns)
+            ce, fns, kl, frame = kmer_losses(
+                model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
+                None if frames is None else frames[batch_index].to(cfg.device))
         loss = 0.5 * (ce + fns) if with_fns else ce
         if teacher is not None:
             loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
+        if probe is not None:
+            loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * frame
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -206,21 +253,23 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if step % 50 == 0 or step == cfg.steps:
             fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
-                  f"kl {kl.item():.4f}  lr {learning_rate(cfg, step - 1):.2e}  "
+                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
             with torch.no_grad():
-                v_ce, v_fns, _ = kmer_losses(model, validation, kmer_start, n_kmers)
+                v_ce, v_fns, _, _ = kmer_losses(model, validation, kmer_start, n_kmers)
             entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(),
-                     "train_fns": fns.item() if with_fns else None, "val_ce": v_ce.item(),
+                     "train_fns": fns.item() if with_fns else None,
+                     "train_frame": frame.item() if probe is not None else None, "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
             log.append(entry)
             print(f"  validation: ce/token {v_ce.item():.4f} ({entry['val_bits_per_base']:.3f} bits/base), "
                   f"fns/base {v_fns.item():.4f}", flush=True)
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                        "log": log, "rng": torch.get_rng_state()}, checkpoint)
+                        "log": log, "rng": torch.get_rng_state(),
+                        "probe": None if probe is None else probe.state_dict()}, checkpoint)
     return save_model_dir(cfg, model, data, n_params, log)
 
 
@@ -264,10 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--minutes", type=argument_type(lambda text: real_number(text, "--minutes", 0, above_low=True)),
                         help="end within this many minutes: the step count (and its schedule) is cut to the "
                              "measured speed, for a run in a time-limited slot")
+    parser.add_argument("--frame-weight", type=argument_type(lambda text: real_number(text, "--frame-weight", 0, 1)),
+                        help="share of the loss given to a reading-frame probe on the last hidden state "
+                             "(default 0: none); needs data built with train_frames.npy")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", "batch", "hidden", "layers", "ffn",
-                "minutes"):
+                "minutes", "frame_weight"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
