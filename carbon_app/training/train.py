@@ -85,7 +85,8 @@ def native_bf16(device: str) -> bool:
     Elsewhere (e.g. an AVX2-only CPU) they are emulated, and measured 60x slower than float32."""
     if torch.device(device).type == "cuda":
         return torch.cuda.is_bf16_supported()
-    return torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # torch's own (private) CPU feature checks
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
 
 
 TIMED_STEPS = range(10, 30)  # the steps timed for a budget: after compilation and the first allocations
