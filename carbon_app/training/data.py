@@ -37,6 +37,7 @@ import json
 import random
 import re
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -237,7 +238,7 @@ def _stranded(seq: str, start: int, strand: int) -> str:
     return reverse_complement(seq[max(start - WINDOW + 1, 0) : start + 1])
 
 
-def token_frames(transcript: Transcript, forward: list[int]) -> np.ndarray:
+def token_frames(transcript: Transcript, forward: Sequence[int]) -> np.ndarray:
     """The frame label of each whole 6-mer of a window read on the transcript's strand, from the forward
     index of each of its bases (`forward`): its first base's place in its codon, or NOT_CODING /
     FRAME_UNKNOWN (see the module's doc)."""
@@ -279,8 +280,7 @@ def _window(record: Record, kind: str, transcripts: list[Transcript], rng: rando
     lo = start if transcript.strand == 1 else start - WINDOW + 1
     if lo < 0 or lo + WINDOW > train_end:
         return None
-    forward = list(range(lo, lo + WINDOW))
-    forward = forward if transcript.strand == 1 else forward[::-1]
+    forward = range(start, start + WINDOW) if transcript.strand == 1 else range(start, start - WINDOW, -1)
     return _stranded(record.seq, start, transcript.strand), region, token_frames(transcript, forward)
 
 
@@ -439,9 +439,8 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
              else "region" if w["region"] else "none") for w in train)),
         "train_regions": dict(Counter(w["gene_region"] or "none" for w in train)),
         "train_kinds": dict(Counter(w["kind"] for w in train)),
-        "train_token_frames": {("unknown" if label == FRAME_UNKNOWN else "not coding" if label == NOT_CODING
-                                else f"codon place {label}"): int((frames == label).sum())
-                               for label in (0, 1, 2, NOT_CODING)},
+        "train_token_frames": {("not coding" if label == NOT_CODING else f"codon place {label}"):
+                               int((frames == label).sum()) for label in (0, 1, 2, NOT_CODING)},
         "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),

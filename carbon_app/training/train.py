@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from ..core.tokens import DnaConfig
 from ..core.validate import argument_type, real_number, whole_number
 from ..inference.marginals import k_of, kmer_digits, log_marginals
-from .data import trained_tag_scheme
+from .data import NOT_CODING, trained_tag_scheme
 
 PRESETS = {
     "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=2800),
@@ -120,7 +120,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
     return LlamaForCausalLM(config)
 
 
-FRAME_CLASSES = 4  # codon place 0, 1, 2 of the coming 6-mer's first base; not coding
+FRAME_CLASSES = NOT_CODING + 1  # codon place 0, 1, 2 of the coming 6-mer's first base; not coding
 
 
 def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
