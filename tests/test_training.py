@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import random
 import re
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from carbon_app.core.dna import reverse_complement
+from carbon_app.core.dna import BASES, reverse_complement
 from carbon_app.training import data as demo_data
 from carbon_app.training.annotation import Transcript, read_exon_table, read_gtf
 from carbon_app.training.data import (
@@ -30,6 +31,7 @@ from carbon_app.training.data import (
     write_dataset,
 )
 from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
+from carbon_app.training.train import holds_stop, in_frame_stops, stop_loss
 from carbon_app.training.variant_sets import coding_variants, held_out_variant_sets, splice_variants
 from tests.conftest import random_dna
 
@@ -173,19 +175,24 @@ def test_windows_never_cross_the_held_out_split(monkeypatch):
     assert {w["kind"] for w in mrna_only} == {"mrna"}  # the --mix of the data command is what is drawn
     train_end = split_bounds(len(seq))[0]
     allowed = seq[:train_end]
-    mrna = transcripts[0].spliced(seq)
+    mrnas = [transcripts[0].spliced(seq), transcripts[1].spliced(seq)]
     assert {w["kind"] for w in train} == {"mrna", "gene", "splice", "genomic"}
+    antisense = Counter()
     for window in train:
         assert window["record"] == "r1"  # the held-out record never trains
+        # a transcript read on its opposite strand names no region (its tag names a gene read on its own)
+        on_gene_strand = window["seq"] if window["gene_region"] else reverse_complement(window["seq"])
+        if window["kind"] != "genomic" and not window["gene_region"]:
+            antisense[window["kind"]] += 1
         if window["kind"] == "mrna":  # spliced: the exons joined, never the intron
-            assert window["seq"] in mrna or window["seq"] in reverse_complement(transcripts[1].spliced(seq))
+            assert any(on_gene_strand in m for m in mrnas)
         else:
             assert window["seq"] in allowed or reverse_complement(window["seq"]) in allowed
         if window["kind"] == "splice":  # across an exon-intron boundary of a, the only spliced train transcript
-            lo = allowed.find(window["seq"])
-            assert window["gene_region"] == "protein_coding" and lo >= 0
-            assert any(lo < boundary < lo + len(window["seq"]) for boundary in (1400, 1900))
+            lo = allowed.find(on_gene_strand)
+            assert lo >= 0 and any(lo < boundary < lo + len(on_gene_strand) for boundary in (1400, 1900))
         assert window["gene_region"] in (None, "protein_coding", "trna")
+    assert all(antisense[kind] >= 3 for kind in ("mrna", "gene", "splice"))
     test = sample_eval_windows(records, "test", 5, random.Random(4))
     assert {w["record"] for w in test} == {"r1", "hbb"}
     assert all(w["start"] - 1 >= split_bounds(len(seq))[1] for w in test if w["record"] == "r1")
@@ -218,17 +225,22 @@ def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(
     gene = Transcript("a", "a", 1, [(1900, 3200), (3800, 5100)], [(2000, 3200), (3800, 5000)], "protein_coding")
     assert gene.spliced(seq, gene.cds) == orf
     train = sample_training_windows([Record("r", seq, "fungus", "yeast", "test", [gene])], random.Random(2))
-    labelled = Counter()
+    labelled, shifted_stops = Counter(), 0
     for window in train:
-        for j, place in enumerate(window["frames"][: len(window["seq"]) // 6]):
+        for j, label in enumerate(window["frames"][: len(window["seq"]) // 6]):
             token = window["seq"][6 * j : 6 * j + 6]
-            labelled[int(place)] += 1
-            if 0 <= place <= 2:
-                in_frame = [token[o : o + 3] for o in range((3 - place) % 3, 4, 3)]
-                assert not {"TAA", "TAG", "TGA"} & set(in_frame), (window["kind"], j, token, place)
+            labelled[int(label)] += 1
+            if 0 <= label <= 2:  # read on the gene's strand: codons from the label's place
+                assert not holds_stop(token, label), (window["kind"], j, token, label)
+                shifted_stops += holds_stop(token, (label + 1) % 3)
+            elif label >= demo_data.ANTISENSE:  # read backwards: the gene's own bases, last one at that place
+                gene_bases, place = reverse_complement(token), label - demo_data.ANTISENSE
+                assert not holds_stop(gene_bases, (place - 5) % 3), (window["kind"], j, token, label)
+                shifted_stops += holds_stop(gene_bases, (place - 4) % 3)
         if window["kind"] == "genomic":
             assert set(window["frames"]) == {-1}
-    assert all(labelled[label] > 100 for label in (-1, 0, 1, 2, 3))
+    assert all(labelled[label] > 100 for label in (-1, *range(7)))
+    assert shifted_stops > 50  # a frame off by one finds the stop codons the labels keep out
     from carbon_app.training.tokenizer import demo_tokenizer
 
     tokenizer = demo_tokenizer(tmp_path / "tokenizer")
@@ -238,6 +250,24 @@ def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(
         assert list(row[at + 1 : at + 1 + n]) == tokenizer.kmer_ids(window["seq"][: 6 * n])  # labels beside tokens
         assert list(frame[at + 1 : at + 1 + n]) == list(window["frames"][:n])
         assert set(frame[: at + 1]) | set(frame[at + 1 + n :]) <= {-1}  # tags and pads carry none
+
+
+def test_the_stop_table_and_term_know_each_frame_on_either_strand():
+    table = in_frame_stops(6)
+    kmers = ["".join(bases) for bases in itertools.product(BASES, repeat=6)]
+    index = {kmer: i for i, kmer in enumerate(kmers)}
+    assert [int(n) for n in table.sum(1)] == [375, 192, 192, 0, 192, 192, 375]  # 4096 - 61^2; 3 x 64 per codon
+    assert table[0, index["TAAGGG"]] and table[0, index["GGGTGA"]] and not table[1, index["TAAGGG"]]
+    assert table[2, index["GTAAGG"]] and not table[1, index["GTAAGG"]]
+    # GGGTAA read backwards is TTACCC; its first base read is the gene's last, codon place 2
+    assert table[demo_data.ANTISENSE + 2, index["TTACCC"]] and not table[demo_data.ANTISENSE, index["TTACCC"]]
+    logprobs = torch.full((3, 4096), -30.0)
+    logprobs[0, index["TAAGGG"]] = logprobs[1, index["GGGGGG"]] = logprobs[2, index["TAAGGG"]] = 0.0
+    kmer, labels = torch.tensor([index["GGGGGG"]] * 2 + [index["TAAGGG"]]), torch.tensor([0, 0, 0])
+    assert stop_loss(logprobs[:1], kmer[:1], labels[:1], table) > 10  # all its mass on an in-frame stop
+    assert stop_loss(logprobs[1:2], kmer[1:2], labels[1:2], table) < 1e-6
+    assert stop_loss(logprobs[2:], kmer[2:], labels[2:], table) == 0  # the annotated stop codon is left alone
+    assert stop_loss(logprobs[:1], kmer[:1], torch.tensor([3]), table) == 0  # not coding: no frame to keep
 
 
 def test_markov_baseline_learns_what_it_saw():
@@ -305,6 +335,11 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert any(not torch.equal(probed[k], plain[k]) for k in plain)  # its loss reached the decoder
     log = json.loads((probed_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_frame"] < 2 and log[-1]["train_loss"] != log[-1]["train_ce"]
+    stopped_dir = train(replace(cfg, name="stopped", stop_weight=1.0))
+    stopped = load_file(stopped_dir / "model.safetensors")
+    assert any(not torch.equal(stopped[k], plain[k]) for k in plain)  # the stop term reached the decoder
+    log = json.loads((stopped_dir / "training.json").read_text())["log"]
+    assert 0 < log[-1]["train_stop"] < 1 and log[-1]["train_loss"] > log[-1]["train_ce"]
     (data / "train_frames.npy").unlink()
     with pytest.raises(SystemExit, match="train_frames.npy"):
         train(replace(cfg, name="no-labels", frame_weight=0.5))
@@ -357,7 +392,7 @@ def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     compiled.model.compile()
     results = []
     for model in (eager, compiled):
-        ce, fns, _, _ = kmer_losses(model, rows, 20, 4096)
+        ce, fns, *_ = kmer_losses(model, rows, 20, 4096)
         (ce + fns).backward()
         results.append((ce.item(), fns.item(), model.model.layers[0].mlp.up_proj.weight.grad.clone()))
     assert list(compiled.state_dict()) == names

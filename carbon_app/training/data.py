@@ -27,7 +27,11 @@ reading frame (`train_frames.npy`, aligned with the token rows): the place
 of its first base in its codon (0, 1, 2) inside the CDS, NOT_CODING elsewhere
 within the transcript, FRAME_UNKNOWN where the annotation cannot say (genomic
 windows, outside the transcript, transcripts that may code but carry no CDS).
-Training can read them to supervise a reading-frame probe (`train.py`).
+Half the transcript windows are read on the opposite strand (variant scores
+average both strands, so the model must know a gene read backwards too);
+their coding tokens are labelled ANTISENSE + the codon place of their first
+base. Training can read the labels to supervise a reading-frame probe and
+to keep in-frame stop codons out of the coding sequence (`train.py`).
 """
 
 from __future__ import annotations
@@ -67,6 +71,16 @@ TRAIN_BASES = {"mammal": 24_000_000, "vertebrate": 2_500_000, "invertebrate": 13
 MIX = {"mrna": 0.4, "gene": 0.3, "splice": 0.2, "genomic": 0.1}
 MIN_MRNA = 300  # shorter transcripts are too short a window to teach much
 NOT_CODING, FRAME_UNKNOWN = 3, -1  # token frame labels besides a codon place 0, 1, 2
+ANTISENSE = 4  # + codon place: a coding token of a transcript read on its opposite strand
+ANTISENSE_SHARE = 0.5  # transcript windows read on the opposite strand
+FRAME_LABELS = (0, 1, 2, NOT_CODING, ANTISENSE, ANTISENSE + 1, ANTISENSE + 2)
+
+
+def frame_name(label: int) -> str:
+    if label == NOT_CODING:
+        return "not coding"
+    return f"antisense codon place {label - ANTISENSE}" if label >= ANTISENSE else f"codon place {label}"
+
 
 BIOTYPE_REGION = {
     "protein_coding": "protein_coding", "cds": "protein_coding", "mrna": "protein_coding",
@@ -238,18 +252,19 @@ def _stranded(seq: str, start: int, strand: int) -> str:
     return reverse_complement(seq[max(start - WINDOW + 1, 0) : start + 1])
 
 
-def token_frames(transcript: Transcript, forward: Sequence[int]) -> np.ndarray:
-    """The frame label of each whole 6-mer of a window read on the transcript's strand, from the forward
-    index of each of its bases (`forward`): its first base's place in its codon, or NOT_CODING /
-    FRAME_UNKNOWN (see the module's doc)."""
+def token_frames(transcript: Transcript, forward: Sequence[int], antisense: bool = False) -> np.ndarray:
+    """The frame label of each whole 6-mer of a window read on the transcript's strand (or, `antisense`,
+    on the other), from the forward index of each of its bases (`forward`): its first base's place in its
+    codon (+ ANTISENSE), or NOT_CODING / FRAME_UNKNOWN (see the module's doc)."""
     firsts = forward[: len(forward) // K * K : K]
     if not transcript.cds:
         noncoding = region_of(transcript) not in (None, "protein_coding")  # an RNA gene: known not to code
         return np.full(len(firsts), NOT_CODING if noncoding else FRAME_UNKNOWN, dtype=np.int8)
     codon = transcript.codon_positions()
     inside = range(transcript.start, transcript.end)  # beyond it lie other genes, unannotated here
-    return np.array([codon.get(at, NOT_CODING) if at in inside else FRAME_UNKNOWN for at in firsts],
-                    dtype=np.int8)
+    shift = ANTISENSE if antisense else 0
+    return np.array([(codon[at] + shift if at in codon else NOT_CODING) if at in inside else FRAME_UNKNOWN
+                     for at in firsts], dtype=np.int8)
 
 
 def _window(record: Record, kind: str, transcripts: list[Transcript], rng: random.Random
@@ -267,21 +282,30 @@ def _window(record: Record, kind: str, transcripts: list[Transcript], rng: rando
         mrna = transcript.spliced(record.seq)
         if len(mrna) < MIN_MRNA:
             return None
-        offset = 0 if rng.random() < 0.5 or len(mrna) <= WINDOW else rng.randrange(0, len(mrna) - WINDOW + 1)
-        forward = transcript.positions(transcript.exons)[offset : offset + WINDOW]
-        return mrna[offset : offset + WINDOW], region, token_frames(transcript, forward)
-    if kind == "gene":  # from the gene's 5' end or from anywhere inside it, on its strand
-        five_prime = transcript.start if transcript.strand == 1 else transcript.end - 1
-        start = five_prime if rng.random() < 0.5 else rng.randrange(transcript.start, transcript.end)
-    else:  # "splice": an exon-intron boundary anywhere in the window
-        boundary = rng.choice([p for intron in transcript.introns() for p in intron])
-        shift = rng.randrange(0, WINDOW)
-        start = boundary - shift if transcript.strand == 1 else boundary + shift
-    lo = start if transcript.strand == 1 else start - WINDOW + 1
-    if lo < 0 or lo + WINDOW > train_end:
-        return None
-    forward = range(start, start + WINDOW) if transcript.strand == 1 else range(start, start - WINDOW, -1)
-    return _stranded(record.seq, start, transcript.strand), region, token_frames(transcript, forward)
+        # from its 5' end (less 0-5 bases, so that a transcript annotated from its start codon does not always
+        # put the codons on the 6-mer boundaries: 6-mers in one exon share a codon place) or from anywhere
+        offset = (rng.randrange(0, K) if rng.random() < 0.5 or len(mrna) <= WINDOW
+                  else rng.randrange(0, len(mrna) - WINDOW + 1))
+        seq, forward = mrna[offset : offset + WINDOW], transcript.positions(transcript.exons)[offset : offset + WINDOW]
+    else:
+        if kind == "gene":  # from the gene's 5' end (less 0-5 bases, as for mRNA) or from anywhere inside it
+            shift = rng.randrange(0, K)
+            five_prime = transcript.start + shift if transcript.strand == 1 else transcript.end - 1 - shift
+            start = five_prime if rng.random() < 0.5 else rng.randrange(transcript.start, transcript.end)
+        else:  # "splice": an exon-intron boundary anywhere in the window
+            boundary = rng.choice([p for intron in transcript.introns() for p in intron])
+            shift = rng.randrange(0, WINDOW)
+            start = boundary - shift if transcript.strand == 1 else boundary + shift
+        lo = start if transcript.strand == 1 else start - WINDOW + 1
+        if lo < 0 or lo + WINDOW > train_end:
+            return None
+        seq = _stranded(record.seq, start, transcript.strand)
+        forward = range(start, start + WINDOW) if transcript.strand == 1 else range(start, start - WINDOW, -1)
+    if rng.random() < ANTISENSE_SHARE:  # no region tag: it names a gene read on its own strand
+        drop = rng.randrange(0, K)  # as at the 5' end: a 3' end at a stop codon must not fix the frame
+        return (reverse_complement(seq)[drop:], None,
+                token_frames(transcript, forward[::-1][drop:], antisense=True))
+    return seq, region, token_frames(transcript, forward)
 
 
 def _candidates(record: Record, kind: str) -> list[Transcript]:
@@ -439,8 +463,7 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
              else "region" if w["region"] else "none") for w in train)),
         "train_regions": dict(Counter(w["gene_region"] or "none" for w in train)),
         "train_kinds": dict(Counter(w["kind"] for w in train)),
-        "train_token_frames": {("not coding" if label == NOT_CODING else f"codon place {label}"):
-                               int((frames == label).sum()) for label in (0, 1, 2, NOT_CODING)},
+        "train_token_frames": {frame_name(label): int((frames == label).sum()) for label in FRAME_LABELS},
         "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),

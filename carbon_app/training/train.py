@@ -13,8 +13,13 @@ The draft model adds distillation from the target (KL divergence of the
 state learns each coming 6-mer's codon place (or "not coding") from the
 frame labels of annotated transcripts (`data.py`), a share of the loss: it
 asks the decoder to carry the reading frame, which is what lets the 6-mer
-head avoid in-frame stop codons. The probe is training scaffolding: it is
-not part of the saved model, which stays a plain Llama decoder. Seeded,
+head avoid in-frame stop codons. With `--stop-weight`, the 6-mer head is
+also told so directly where the labels know the frame: an unlikelihood term,
+-log(1 - p), on the probability p it gives 6-mers that would put a stop
+codon in the labelled frame (of the gene read forwards or backwards), at
+every coding token whose true 6-mer holds none. Both read the annotation of
+the training genes only; the probe is training scaffolding, not part of the
+saved model, which stays a plain Llama decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
 Face model directory with `dna_config.json` and the tokenizer files, which
 the model manager loads exactly like a Carbon checkpoint.
@@ -23,6 +28,7 @@ the model manager loads exactly like a Carbon checkpoint.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import shutil
@@ -34,10 +40,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..core.dna import BASES, reverse_complement
 from ..core.tokens import DnaConfig
 from ..core.validate import argument_type, real_number, whole_number
 from ..inference.marginals import k_of, kmer_digits, log_marginals
-from .data import NOT_CODING, trained_tag_scheme
+from .data import ANTISENSE, FRAME_LABELS, NOT_CODING, trained_tag_scheme
 
 PRESETS = {
     "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=2800),
@@ -74,6 +81,7 @@ class TrainConfig:
     compile: bool = True  # torch.compile the decoder: fused element-wise kernels, ~1.6x faster steps on a CPU
     minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
     frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
+    stop_weight: float = 0.0  # weight of the in-frame stop unlikelihood term added to the loss (0: none)
 
     @property
     def out(self) -> Path:
@@ -120,7 +128,38 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
     return LlamaForCausalLM(config)
 
 
-FRAME_CLASSES = NOT_CODING + 1  # codon place 0, 1, 2 of the coming 6-mer's first base; not coding
+FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
+STOP_CODONS = ("TAA", "TAG", "TGA")
+
+
+def holds_stop(kmer: str, place: int) -> bool:
+    """Whether `kmer`, its first base at codon place `place`, holds a whole stop codon in that frame."""
+    return any(kmer[at : at + 3] in STOP_CODONS for at in range((3 - place) % 3, len(kmer) - 2, 3))
+
+
+def in_frame_stops(k: int) -> torch.Tensor:
+    """[FRAME_CLASSES, 4^k] bool: the k-mers (in id order) that hold a stop codon in each label's frame.
+    An antisense k-mer is read backwards: its reverse complement is the gene's own sequence, whose first
+    base sits k - 1 bases before the labelled one."""
+    kmers = ["".join(bases) for bases in itertools.product(BASES, repeat=k)]
+    table = torch.zeros(FRAME_CLASSES, len(kmers), dtype=torch.bool)
+    for place in range(3):
+        table[place] = torch.tensor([holds_stop(kmer, place) for kmer in kmers])
+        table[ANTISENSE + place] = torch.tensor([holds_stop(reverse_complement(kmer), (place - k + 1) % 3)
+                                                 for kmer in kmers])
+    return table
+
+
+def stop_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, stops: torch.Tensor) -> torch.Tensor:
+    """Mean -log(1 - p(a 6-mer with an in-frame stop)) over the coding tokens whose true 6-mer holds none
+    (the annotated stop codon itself is left alone)."""
+    coding = (labels >= 0) & (labels != NOT_CODING)
+    forbidden = stops[labels.clamp(min=0).long()]  # [n, 4^k]
+    coding &= ~forbidden.gather(-1, kmer.unsqueeze(-1)).squeeze(-1)
+    if not coding.any():
+        return torch.zeros((), device=logprobs.device)
+    p_stop = logprobs[coding].masked_fill(~forbidden[coding], -math.inf).logsumexp(-1)
+    return -torch.log(-torch.expm1(p_stop.clamp(max=-1e-6))).mean()
 
 
 def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
@@ -132,9 +171,10 @@ def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tenso
 
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
-                probe=None, frames: torch.Tensor | None = None):
-    """Cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer targets, and (with a
-    probe and the rows' frame labels) the reading-frame loss."""
+                probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None):
+    """Cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer targets, (with a
+    probe and the rows' frame labels) the reading-frame loss and (with the in-frame stop table) the stop
+    unlikelihood."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
@@ -156,7 +196,9 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             t_head = teacher.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
             t_logprobs = torch.log_softmax((t_hidden @ t_head.T).float(), dim=-1)
         kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="batchmean")
-    return ce, fns, kl, frame
+    stop = (stop_loss(logprobs, kmer, frames[:, 1:][keep], stops) if stops is not None
+            else torch.zeros((), device=rows.device))
+    return ce, fns, kl, frame, stop
 
 
 def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
@@ -176,11 +218,16 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     dna_config = DnaConfig.from_file(data / "tokenizer" / "dna_config.json")
     tokenizer = CarbonTokenizer(dna_config, text)
     rows = torch.from_numpy(np.load(data / "train_rows.npy").astype(np.int64))
-    frames = probe = None
-    if cfg.frame_weight:
+    frames = probe = stops = None
+    if cfg.frame_weight or cfg.stop_weight:
         if not (data / "train_frames.npy").exists():
-            raise SystemExit(f"--frame-weight needs {data}/train_frames.npy: rebuild the data with this version")
+            flag = "--frame-weight" if cfg.frame_weight else "--stop-weight"
+            raise SystemExit(f"{flag} needs {data}/train_frames.npy: rebuild the data with this version")
         frames = torch.from_numpy(np.load(data / "train_frames.npy"))
+        if int(frames.max()) >= FRAME_CLASSES:
+            raise SystemExit(f"{data}/train_frames.npy has labels this version does not know: rebuild the data")
+    if cfg.stop_weight:
+        stops = in_frame_stops(tokenizer.k).to(cfg.device)
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
     if cfg.init:
@@ -229,14 +276,15 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            ce, fns, kl, frame = kmer_losses(
+            ce, fns, kl, frame, stop = kmer_losses(
                 model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
-                None if frames is None else frames[batch_index].to(cfg.device))
+                None if frames is None else frames[batch_index].to(cfg.device), stops)
         loss = 0.5 * (ce + fns) if with_fns else ce
         if teacher is not None:
             loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
         if probe is not None:
             loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * frame
+        loss = loss + cfg.stop_weight * stop
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -254,15 +302,17 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if step % 50 == 0 or step == cfg.steps:
             fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
-                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  lr {learning_rate(cfg, step - 1):.2e}  "
+                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {stop.item():.4f}  "
+                  f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
             with torch.no_grad():
-                v_ce, v_fns, _, _ = kmer_losses(model, validation, kmer_start, n_kmers)
+                v_ce, v_fns, *_ = kmer_losses(model, validation, kmer_start, n_kmers)
             entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(),
                      "train_fns": fns.item() if with_fns else None,
-                     "train_frame": frame.item() if probe is not None else None, "val_ce": v_ce.item(),
+                     "train_frame": frame.item() if probe is not None else None,
+                     "train_stop": stop.item() if stops is not None else None, "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
             log.append(entry)
@@ -317,10 +367,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frame-weight", type=argument_type(lambda text: real_number(text, "--frame-weight", 0, 1)),
                         help="share of the loss given to a reading-frame probe on the last hidden state "
                              "(default 0: none); needs data built with train_frames.npy")
+    parser.add_argument("--stop-weight", type=argument_type(lambda text: real_number(text, "--stop-weight", 0, 10)),
+                        help="weight of an unlikelihood term on 6-mers with a stop codon in a labelled coding "
+                             "frame (default 0: none); needs data built with train_frames.npy")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", "batch", "hidden", "layers", "ffn",
-                "minutes", "frame_weight"):
+                "minutes", "frame_weight", "stop_weight"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
