@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from Bio.Data.CodonTable import standard_dna_table
 
 from ..core.dna import BASES, reverse_complement
 from ..core.tokens import DnaConfig
@@ -129,7 +130,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 
 
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
-STOP_CODONS = ("TAA", "TAG", "TGA")
+STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
 
 def holds_stop(kmer: str, place: int) -> bool:
