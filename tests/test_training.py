@@ -401,6 +401,69 @@ def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     assert torch.allclose(results[0][2], results[1][2], atol=1e-5)
 
 
+def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its_run(tmp_path, monkeypatch):
+    """The lineage follows `--init` through the runs' training.json files, and survives its parents'
+    folders once recorded; the command written for each run, read by the trainer's own command line,
+    gives back that run's settings."""
+    import shlex
+    import shutil
+    from dataclasses import asdict
+
+    from carbon_app.training import train as train_module
+    from carbon_app.training.evaluate import lineage_commands
+    from carbon_app.training.train import PRESETS, TrainConfig, training_lineage
+
+    def run(name, init, preset="target", **settings):
+        folder = tmp_path / name / "model"
+        folder.mkdir(parents=True)
+        cfg = replace(replace(TrainConfig(), **PRESETS[preset]), name=name, init=init, out_root=str(tmp_path),
+                      **settings)
+        log = [{"minutes": 1.0, "val_bits_per_base": 1.9}]
+        (folder / "training.json").write_text(json.dumps({"config": asdict(cfg), "parameters": 1, "log": log}))
+        return folder
+
+    scratch = run("carbon-demo", None)
+    probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
+    stop = run("stop", str(probe), steps=465, lr=6e-4, fns_from=0.0, frame_weight=0.3, stop_weight=2.0)
+    draft = run("draft", None, preset="draft", steps=240, teacher=str(stop))
+    lineage = training_lineage(stop)
+    assert [r["config"]["name"] for r in lineage] == ["carbon-demo", "probe", "stop"]
+    assert training_lineage(draft)[0]["config"]["teacher"] == str(stop)
+
+    seen = []
+    monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
+    commands = lineage_commands(lineage) + lineage_commands(training_lineage(draft))
+    assert commands[0] == "python -m carbon_app.training.train --preset target"  # the preset as it stands
+    assert commands[2].endswith("--name stop --init " + str(probe) + " --steps 465 --lr 0.0006 --fns-from 0 "
+                                "--frame-weight 0.3 --stop-weight 2")
+    for command in commands:
+        words = shlex.split(command)
+        assert words[:3] == ["python", "-m", "carbon_app.training.train"]
+        train_module.main(words[3:] + ["--out-root", str(tmp_path)])
+    for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
+        wanted = run_record["config"]
+        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "teacher", "hidden", "layers"):
+            assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
+    assert [cfg.init for cfg in seen[:3]] == [None, str(scratch), str(probe)]  # each from the one before's output
+
+    record = json.loads((stop / "training.json").read_text())
+    record["lineage"] = training_lineage(probe)
+    (stop / "training.json").write_text(json.dumps(record))
+    shutil.rmtree(tmp_path / "carbon-demo")
+    shutil.rmtree(tmp_path / "probe")
+    assert [r["config"]["name"] for r in training_lineage(stop)] == ["carbon-demo", "probe", "stop"]
+    looped = run("looped", None)
+    record = json.loads((looped / "training.json").read_text())
+    record["config"]["init"] = str(looped)  # continued from itself, as after an install over its own start
+    (looped / "training.json").write_text(json.dumps(record))
+    assert [r["config"]["name"] for r in training_lineage(looped)] == ["looped"]
+    fresh = run("fresh", str(tmp_path / "installed" / "model"))
+    installed = tmp_path / "installed" / "model"
+    installed.mkdir(parents=True)
+    shutil.copy(fresh / "training.json", installed / "training.json")  # installed over the run it started from
+    assert [r["config"]["name"] for r in training_lineage(fresh)] == ["fresh"]
+
+
 @pytest.mark.slow
 def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, monkeypatch):
     """Each documented step on a small world: the dataset of annotated records, a target and a draft
@@ -442,3 +505,13 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
         assert json.loads((installed / "carbon_role.json").read_text())["role"] == role
         assert "stop-gain" in (installed / "README.md").read_text()
         assert load_bundle(str(installed)).tokenizer.kmer_start_id == load_bundle(str(target)).tokenizer.kmer_start_id
+
+    # a run continued from the installed target, installed over it: its card says both runs and how to
+    # make each, though the folder the second started from now holds the second
+    continued = train(replace(cfg, name="continued", init=str(assets / "carbon-demo"), steps=2, frame_weight=0.3))
+    install(continued, None, results, assets)
+    card = (assets / "carbon-demo" / "README.md").read_text()
+    assert "Trained in 2 runs" in card and "| continued | 2 |" in card
+    assert f"--name continued --init {target} --steps 2" in card
+    lineage = json.loads((assets / "carbon-demo" / "training.json").read_text())["lineage"]
+    assert [run["config"]["name"] for run in lineage] == ["carbon-demo"]

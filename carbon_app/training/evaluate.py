@@ -39,6 +39,7 @@ from ..inference.generate import generate
 from ..inference.score import score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
+from .train import train_command, training_lineage
 
 MAX_MARKOV_ORDER = 10
 VARIANT_WINDOW = 1200
@@ -353,7 +354,7 @@ def variant_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def model_card(model_dir: Path, role: str, results: dict) -> str:
+def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -> str:
     training = json.loads((model_dir / "training.json").read_text())
     cfg, log, data_card = training["config"], training["log"], training["data_card"]
     config = json.loads((model_dir / "config.json").read_text())
@@ -367,6 +368,22 @@ def model_card(model_dir: Path, role: str, results: dict) -> str:
     tag = results["species_tag_recovery_delta"]
     loglik = results["species_tag_loglik_delta_per_base"]
     agreement = results.get("draft_greedy_agreement")
+    runs = [*training.get("lineage", []), {"config": cfg, "final": log[-1] if log else None}]
+    runs_table = "\n".join(
+        f"| {r['config']['name']} | {r['config']['steps']} | {r['config']['lr']:g} | "
+        f"{int(r['config']['fns_from'] * r['config']['steps'])} | {r['config'].get('frame_weight') or 0:g} | "
+        f"{r['config'].get('stop_weight') or 0:g} | {r['config'].get('teacher') or '-'} | "
+        f"{r['final']['minutes']:.0f} | {r['final']['val_bits_per_base']:.3f} |" for r in runs)
+    continued = "" if len(runs) == 1 else f"""
+Trained in {len(runs)} runs, each continuing from the weights of the one before (`--init`); the last is
+described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
+in-frame stop unlikelihood term (`train --help`).
+
+| run | steps | peak lr | FNS from step | frame weight | stop weight | teacher | minutes | val. bits / base |
+|---|---|---|---|---|---|---|---|---|
+{runs_table}
+"""
+    regenerate = "\n".join(f"    {command}" for command in commands)
     return f"""---
 license: apache-2.0
 tags: [dna, carbon, demo]
@@ -409,7 +426,7 @@ from step {int(cfg['fns_from'] * cfg['steps'])} the mean of cross-entropy and th
 | step | train loss | validation CE / token | bits / base | FNS loss / base |
 |---|---|---|---|---|
 {losses}
-
+{continued}
 ## Evaluation (held-out test split, {results['test_windows']} windows)
 
 Sequence recovery, % of the next {EVAL_TARGET} bases recovered greedily (bp mode) after {EVAL_CONTEXT} bases:
@@ -442,11 +459,12 @@ Draft-vs-target greedy agreement (the acceptance rate of greedy speculative deco
 '''}
 ## Regenerate
 
+The data command draws today's mix (its card is in `training.json`); a run before the last may have
+been trained on an earlier build, so these commands give a model of the same recipe, not the same
+weights.
+
     python -m carbon_app.training.data --out data/demo
-    python -m carbon_app.training.train --preset target
-    python -m carbon_app.training.train --preset draft
-    python -m carbon_app.training.evaluate --target runs/carbon-demo/model \\
-        --draft runs/carbon-demo-draft/model --previous assets/models/carbon-demo --install assets/models
+{regenerate}
 """
 
 
@@ -454,15 +472,52 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
     pairs = [(target_dir, "carbon-demo", {"role": "target", "draft": "carbon-demo-draft" if draft_dir else None})]
     if draft_dir:
         pairs.append((draft_dir, "carbon-demo-draft", {"role": "draft", "target": "carbon-demo"}))
+    # read before anything is copied: a run continued from the installed model names it as its start
+    lineages = {name: training_lineage(source) for source, name, _ in pairs}
+    commands = [command for name in lineages for command in lineage_commands(lineages[name])]
+    outputs = {name: run_output(lineage[-1]["config"]) for name, lineage in lineages.items()}
+    commands.append(f"python -m carbon_app.training.evaluate --target {outputs['carbon-demo']} "
+                    + (f"--draft {outputs['carbon-demo-draft']} " if draft_dir else "")
+                    + "--previous assets/models/carbon-demo --install assets/models")
     for source, name, role in pairs:
         dest = assets / name
         if dest.resolve() != source.resolve():
             shutil.rmtree(dest, ignore_errors=True)
             shutil.copytree(source, dest)
+        training = json.loads((dest / "training.json").read_text())
+        training["lineage"] = lineages[name][:-1]
+        (dest / "training.json").write_text(json.dumps(training, indent=1) + "\n")
         (dest / "carbon_role.json").write_text(json.dumps(role) + "\n")
         (dest / "eval.json").write_text(json.dumps(results, indent=1) + "\n")
-        (dest / "README.md").write_text(model_card(dest, role["role"], results))
+        (dest / "README.md").write_text(model_card(dest, role["role"], results, commands))
         print(f"installed {dest}")
+
+
+def lineage_commands(lineage: list[dict]) -> list[str]:
+    """The training commands of a model's runs in order, each continuing from the one before's output."""
+    commands, previous = [], None
+    for run in lineage:
+        commands.append(train_command(run["config"], previous))
+        previous = run_output(run["config"])
+    return commands
+
+
+def run_output(config: dict) -> str:
+    """Where a training run of this config saves its model."""
+    return str(Path(config["out_root"]) / config["name"] / "model")
+
+
+def saved_results(path: Path, parser: argparse.ArgumentParser) -> dict:
+    """An earlier run's figures, or a usage error that says why they cannot be used."""
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        parser.error(f"--results {path}: cannot read saved results ({error})")
+    needed = ("target", "markov", "target_variants", "markov_variants")
+    missing = [key for key in needed if key not in results] if isinstance(results, dict) else list(needed)
+    if missing:
+        parser.error(f"--results {path}: not the results of an evaluation (no {', '.join(missing)})")
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -476,8 +531,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                         help="where the models run, in float32 (default: cuda when available)")
+    parser.add_argument("--results", type=Path,
+                        help="take the figures from these saved results (an earlier --json) instead of measuring "
+                             "again: writes the cards and installs only")
     args = parser.parse_args(argv)
-    results = evaluate(args.target, args.draft, args.data, args.previous, device=args.device)
+    if args.results:
+        results = saved_results(args.results, parser)
+    else:
+        results = evaluate(args.target, args.draft, args.data, args.previous, device=args.device)
     results["quality"] = quality_summary(results)
     print(recovery_table(results))
     print(f"species tag, recovery delta (points): "

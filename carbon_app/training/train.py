@@ -325,6 +325,40 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     return save_model_dir(cfg, model, data, n_params, log)
 
 
+def training_lineage(model_dir: str | Path | None) -> list[dict]:
+    """The training runs a model's weights came through, oldest first, each its config and last log entry:
+    read from the model's training.json, then from its `--init` model's (kept there as "lineage" when it
+    was trained, else followed on disk while that folder exists), so that a continued model still says
+    how it was made once the folders it started from are gone or replaced by an install."""
+    lineage, seen = [], set()
+    while model_dir is not None and (record := Path(model_dir) / "training.json").exists():
+        if record.resolve() in seen:
+            break
+        seen.add(record.resolve())
+        training = json.loads(record.read_text())
+        if any(run["config"] == training["config"] for run in lineage):
+            break  # the folder a run started from now holds a later run (installed over it)
+        lineage.insert(0, {"config": training["config"], "final": training["log"][-1] if training["log"] else None})
+        if "lineage" in training:
+            return training["lineage"] + lineage
+        model_dir = training["config"].get("init")
+    return lineage
+
+
+def train_command(config: dict, init: str | None) -> str:
+    """The command that trains a run of this config from `init` (the preset's own values left out)."""
+    preset = "draft" if config.get("teacher") else "target"
+    defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
+    words = ["python -m carbon_app.training.train", f"--preset {preset}"]
+    for key in ("name", "init", "teacher", "steps", "lr", "fns_from", "batch", "hidden", "layers", "ffn",
+                "frame_weight", "stop_weight"):
+        value = init if key == "init" else config.get(key)
+        if value is not None and value != defaults[key]:
+            words.append(f"--{key.replace('_', '-')} {value:g}" if isinstance(value, float)
+                         else f"--{key.replace('_', '-')} {value}")
+    return " ".join(words)
+
+
 def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list[dict]) -> Path:
     """Half-precision weights (the app computes in fp32 on a CPU) plus everything to load it."""
     out = cfg.out / "model"
@@ -334,6 +368,7 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     data_card = json.loads((data / "data_card.json").read_text())
     (out / "tag_scheme.json").write_text(json.dumps(trained_tag_scheme(data_card), indent=1) + "\n")
     (out / "training.json").write_text(json.dumps({"config": asdict(cfg), "parameters": n_params, "log": log,
+                                                   "lineage": training_lineage(cfg.init),
                                                    "data_card": data_card}, indent=1) + "\n")
     print(f"saved {out}")
     return out
