@@ -39,7 +39,7 @@ from ..inference.generate import generate
 from ..inference.score import score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
-from .train import train_command, training_lineage
+from .train import model_folder, train_command, training_lineage
 
 MAX_MARKOV_ORDER = 10
 VARIANT_WINDOW = 1200
@@ -475,7 +475,8 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
     # read before anything is copied: a run continued from the installed model names it as its start
     lineages = {name: training_lineage(source) for source, name, _ in pairs}
     commands = [command for name in lineages for command in lineage_commands(lineages[name])]
-    outputs = {name: run_output(lineage[-1]["config"]) for name, lineage in lineages.items()}
+    outputs = {name: model_folder(lineage[-1]["config"]["out_root"], lineage[-1]["config"]["name"])
+               for name, lineage in lineages.items()}
     commands.append(f"python -m carbon_app.training.evaluate --target {outputs['carbon-demo']} "
                     + (f"--draft {outputs['carbon-demo-draft']} " if draft_dir else "")
                     + "--previous assets/models/carbon-demo --install assets/models")
@@ -498,13 +499,8 @@ def lineage_commands(lineage: list[dict]) -> list[str]:
     commands, previous = [], None
     for run in lineage:
         commands.append(train_command(run["config"], previous))
-        previous = run_output(run["config"])
+        previous = str(model_folder(run["config"]["out_root"], run["config"]["name"]))
     return commands
-
-
-def run_output(config: dict) -> str:
-    """Where a training run of this config saves its model."""
-    return str(Path(config["out_root"]) / config["name"] / "model")
 
 
 def saved_results(path: Path, parser: argparse.ArgumentParser) -> dict:

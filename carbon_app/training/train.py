@@ -325,19 +325,21 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     return save_model_dir(cfg, model, data, n_params, log)
 
 
+def model_folder(out_root: str, name: str) -> Path:
+    """Where the run `name` saves its model: the folder `--init` and `--teacher` name."""
+    return Path(out_root) / name / "model"
+
+
 def training_lineage(model_dir: str | Path | None) -> list[dict]:
     """The training runs a model's weights came through, oldest first, each its config and last log entry:
     read from the model's training.json, then from its `--init` model's (kept there as "lineage" when it
     was trained, else followed on disk while that folder exists), so that a continued model still says
     how it was made once the folders it started from are gone or replaced by an install."""
-    lineage, seen = [], set()
+    lineage = []
     while model_dir is not None and (record := Path(model_dir) / "training.json").exists():
-        if record.resolve() in seen:
-            break
-        seen.add(record.resolve())
         training = json.loads(record.read_text())
         if any(run["config"] == training["config"] for run in lineage):
-            break  # the folder a run started from now holds a later run (installed over it)
+            break  # the folder a run started from now holds a later run (installed over it, or itself)
         lineage.insert(0, {"config": training["config"], "final": training["log"][-1] if training["log"] else None})
         if "lineage" in training:
             return training["lineage"] + lineage
@@ -354,14 +356,13 @@ def train_command(config: dict, init: str | None) -> str:
                 "frame_weight", "stop_weight"):
         value = init if key == "init" else config.get(key)
         if value is not None and value != defaults[key]:
-            words.append(f"--{key.replace('_', '-')} {value:g}" if isinstance(value, float)
-                         else f"--{key.replace('_', '-')} {value}")
+            words.append(f"--{key.replace('_', '-')} " + (f"{value:g}" if isinstance(value, float) else str(value)))
     return " ".join(words)
 
 
 def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list[dict]) -> Path:
     """Half-precision weights (the app computes in fp32 on a CPU) plus everything to load it."""
-    out = cfg.out / "model"
+    out = model_folder(cfg.out_root, cfg.name)
     model.to("cpu", torch.float16).save_pretrained(str(out))
     for file in (data / "tokenizer").iterdir():
         shutil.copy(file, out / file.name)
@@ -413,7 +414,7 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
-        cfg = replace(cfg, teacher=args.teacher or str(Path(args.out_root) / "carbon-demo" / "model"))
+        cfg = replace(cfg, teacher=args.teacher or str(model_folder(args.out_root, "carbon-demo")))
     train(cfg, resume=args.resume)
 
 
