@@ -24,16 +24,29 @@ def test_the_verdict_names_a_direction_only_when_every_frame_agrees(compact):
 
 def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_path):
     bundle = load_bundle(str(compact_model_dir))
-    assert "ships no held-out variant-effect measurement" in fmt.trust_note(bundle)
+    assert "ships no held-out variant-effect measurement" in fmt.trust_note(bundle, "marginal")
     measured = tmp_path / "measured"
     measured.mkdir()
     for f in compact_model_dir.iterdir():
         (measured / f.name).write_bytes(f.read_bytes())
     (measured / "eval.json").write_text(json.dumps({"quality": {
+        "demo": True, "stop_gain_vs_synonymous_auroc": 0.75, "splice_site_vs_deep_intronic_auroc": 0.52,
+        "random_snv_fraction_negative": 0.6, "method": "chain", "window": 1200,
+        "other_methods": {"marginal": {"stop_gain_vs_synonymous_auroc": 0.61, "splice_site_vs_deep_intronic_auroc": 0.42,
+                                       "random_snv_fraction_negative": 0.64}}}}))
+    measured_bundle = load_bundle(str(measured))
+    assert measured_bundle.variant_method == "chain" and bundle.variant_method == "marginal"
+    note = fmt.trust_note(measured_bundle, "chain")  # each method's own figures
+    assert "**demo model**" in note and "exact chain rule" in note and "AUROC 0.75" in note and "AUROC 0.52" in note
+    assert "1,200-base" in note
+    note = fmt.trust_note(measured_bundle, "marginal")
+    assert "reference FNS marginals" in note and "AUROC 0.61" in note and "AUROC 0.42" in note
+    (measured / "eval.json").write_text(json.dumps({"quality": {  # an older card: the marginals only
         "demo": True, "stop_gain_vs_synonymous_auroc": 0.61, "splice_site_vs_deep_intronic_auroc": 0.42,
         "random_snv_fraction_negative": 0.6, "window": 1200}}))
-    note = fmt.trust_note(load_bundle(str(measured)))
-    assert "**demo model**" in note and "AUROC 0.61" in note and "AUROC 0.42" in note and "1,200-base" in note
+    older = load_bundle(str(measured))
+    assert older.variant_method == "marginal" and "AUROC 0.61" in fmt.trust_note(older, "marginal")
+    assert "not with the exact chain rule" in fmt.trust_note(older, "chain")
 
 
 def test_model_sizes_read_as_people_write_them():

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 
 from carbon_app.core.dna import reverse_complement
 from carbon_app.errors import InputError
+from carbon_app.genome.coordinates import parse_genomic
+from carbon_app.genome.reference import Reference
+from carbon_app.genome.scoring import score_batch
+from carbon_app.model.bundle import load_bundle
+from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import Variant, score_sequence, score_variant, variant_window
 
 SEQ = (
@@ -158,3 +166,23 @@ def test_bad_sequences_and_options(compact):
         score_sequence(compact, "ACGT", method="joint")
     with pytest.raises(InputError, match="window"):
         score_variant(compact, SEQ, "18:T>A", window=0)
+
+
+def test_a_model_measured_with_the_chain_rule_is_read_with_it_unless_a_method_is_named(compact, compact_model_dir,
+                                                                                      tmp_path):
+    """The default method is the one a model's held-out measurement names (its card's figures then describe
+    the scores a user sees); a model without one is read with the reference FNS marginals."""
+    measured = tmp_path / "measured"
+    shutil.copytree(compact_model_dir, measured)
+    (measured / "eval.json").write_text(json.dumps({"quality": {"method": "chain", "window": 60}}))
+    bundle = load_bundle(str(measured))
+    own = score_variant(bundle, SEQ, "21:G>A", window=60)
+    assert own.method == "chain" and score_variant(compact, SEQ, "21:G>A", window=60).method == "marginal"
+    assert own.delta == score_variant(compact, SEQ, "21:G>A", window=60, method="chain").delta
+    assert own.delta != score_variant(bundle, SEQ, "21:G>A", window=60, method="marginal").delta
+    assert scan_substitutions(bundle, SEQ, 20, 22, window=60).method == "chain"
+    assert scan_substitutions(bundle, SEQ, 20, 22, window=60, method="marginal").method == "marginal"
+    fasta = tmp_path / "g.fa"
+    fasta.write_text(">c\n" + SEQ + "\n")
+    at_coordinates = score_batch(bundle, Reference(fasta, "g"), [parse_genomic("c:21:G>A")], window=60)[0]
+    assert at_coordinates.delta == pytest.approx(own.delta)  # a batch at coordinates reads it the same way

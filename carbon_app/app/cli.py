@@ -53,8 +53,9 @@ def _add_scoring_args(parser: argparse.ArgumentParser) -> None:
                         help=f"bases around each variant (default {DEFAULT_WINDOW:,})")
     parser.add_argument("--frames", type=int, help="tokenization frames to average each delta over, 1-6 "
                         "(default 6, every frame; 1: the single centred window of the Carbon evaluations)")
-    parser.add_argument("--method", default=METHODS[0], choices=METHODS,
-                        help="marginal: reference FNS per-base score; chain: exact per-base split")
+    parser.add_argument("--method", choices=METHODS,
+                        help="marginal: reference FNS per-base score; chain: exact per-base split (default: the "
+                             "model's own, the method its measured quality was read with; else marginal)")
 
 
 def _add_cds_arg(parser: argparse.ArgumentParser) -> None:
@@ -221,7 +222,7 @@ def _score(args) -> dict:
     if args.variant is None:
         if args.cds or args.context:
             raise InputError("--cds and --context describe a variant: give --variant too")
-        scored = score_sequence(bundle, sequence, args.species, args.region, args.method)
+        scored = score_sequence(bundle, sequence, args.species, args.region, args.method or METHODS[0])
         data = {"total_logprob": scored.total, "mean_logprob": scored.mean, "logprobs": scored.logprobs.tolist(),
                 "method": scored.method, "prompt_text": scored.prompt_text, "prompt_ids": scored.prompt_ids}
         if not args.json:

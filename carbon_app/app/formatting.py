@@ -7,6 +7,7 @@ from statistics import median
 from urllib.parse import urlencode
 
 from ..core.coding import CLASSES
+from ..model.bundle import quality_method
 from .plots import BASE_COLOURS
 
 RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
@@ -182,17 +183,23 @@ def vcf_markdown(summary) -> str:
     return "\n".join(f"- {line}" for line in summary.lines())
 
 
-def trust_note(bundle) -> str:
-    """How far this model's variant scores can be trusted, from its own held-out measurements."""
+def trust_note(bundle, method: str) -> str:
+    """How far this model's variant scores, read with `method`, can be trusted, from its own held-out
+    measurements (of that method where the model was measured with more than one)."""
     quality = bundle.quality
     if not quality:
         return (f"*{bundle.name} ships no held-out variant-effect measurement; see its model card for "
                 "published evaluations.*")
+    figures = {quality_method(quality): quality, **quality.get("other_methods", {})}
+    if method not in figures:
+        return (f"*{bundle.name} was measured on held-out genes with the {METHOD_WORDS[quality_method(quality)]} "
+                f"only, not with the {METHOD_WORDS[method]}: see its model card.*")
+    measured = figures[method]
     demo = "a small **demo model**, " if quality.get("demo") else ""
     return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
-            f"{quality['window']:,}-base windows: stop-gain vs synonymous AUROC "
-            f"{quality['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs matched deep-intronic AUROC "
-            f"{quality['splice_site_vs_deep_intronic_auroc']:.2f} (1 = perfect, 0.5 = no signal, below 0.5 = "
+            f"{quality['window']:,}-base windows with the {METHOD_WORDS[method]}: stop-gain vs synonymous AUROC "
+            f"{measured['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs matched deep-intronic AUROC "
+            f"{measured['splice_site_vs_deep_intronic_auroc']:.2f} (1 = perfect, 0.5 = no signal, below 0.5 = "
             "pointing the wrong way)." + (" Do not read its scores as evidence." if quality.get("demo") else "") + "*")
 
 

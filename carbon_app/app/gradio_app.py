@@ -60,12 +60,15 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             with gr.Tab("Models", id="models"):
                 models_tab(page, demo)
 
-        def tag_dropdowns(name):
-            """A model's own tags: choosing another model offers its tags and clears the old choice."""
+        def model_dropdowns(name):
+            """A model's own tags and scoring method: choosing another model offers its tags, clears the old
+            choice and reads its scores the way its quality was measured."""
             species_keys, region_keys = service.tag_choices(name)
-            return gr.Dropdown(choices=species_keys, value="none"), gr.Dropdown(choices=region_keys, value="none")
+            method = service.variant_method(name)
+            return (gr.Dropdown(choices=species_keys, value="none"), gr.Dropdown(choices=region_keys, value="none"),
+                    *(gr.Dropdown(value=method) for _ in page.scoring))
 
-        model.change(tag_dropdowns, model, [species, region], api_visibility="private", queue=False)
+        model.change(model_dropdowns, model, [species, region, *page.scoring], api_visibility="private", queue=False)
     return demo
 
 

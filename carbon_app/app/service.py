@@ -29,6 +29,7 @@ from ..inference.checks import design_reports
 from ..inference.generate import GenerationResult, generate_stream
 from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
+from ..model.bundle import measured_quality, quality_method
 from ..model.hub import bundled_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
 
@@ -123,6 +124,14 @@ class Service:
         except (CarbonError, IndexError):
             scheme = SCHEMES[DEFAULT_SCHEME]
         return ["none", *scheme.species], ["none", *scheme.regions]
+
+    def variant_method(self, name: str | None) -> str:
+        """The scoring method a model's variant scores are read with by default (`ModelBundle.variant_method`),
+        read from its directory without loading it."""
+        try:
+            return quality_method(measured_quality(resolve_model_dir(name or self.config.models[0])))
+        except (CarbonError, IndexError):
+            return quality_method(None)
 
     def genome(self, name: str | None) -> Reference | None:
         """A configured genome, opened once (None for "none": the variant is in a pasted sequence)."""

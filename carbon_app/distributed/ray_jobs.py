@@ -67,6 +67,7 @@ class ModelFacts:
     name: str
     k: int
     tags: object  # the model's TagScheme
+    variant_method: str  # how its variant scores are read by default (ModelBundle.variant_method)
 
 
 class Worker:
@@ -89,7 +90,7 @@ class Worker:
         return os.getpid()
 
     def facts(self) -> ModelFacts:
-        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags)
+        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags, self.bundle.variant_method)
 
     def score(self, variants: list, options: dict) -> list:
         from ..genome.scoring import score_batch

@@ -26,9 +26,9 @@ from ..inference.score import (
     DEFAULT_WINDOW,
     Variant,
     VariantScore,
-    _check_method,
     context_room_bases,
     resolve_frames,
+    variant_method,
 )
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, cut_window, parse_genomic
@@ -81,7 +81,7 @@ def _span(bundle: ModelBundle, window, frames: int, prefix: str) -> int:
 
 def score_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
              window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-             region: str | None = None, method: str = "marginal", frames: int | None = None) -> GenomicScore:
+             region: str | None = None, method: str | None = None, frames: int | None = None) -> GenomicScore:
     """Score one variant at genome coordinates (any form `parse_genomic` reads)."""
     return describe_at(bundle, reference, variant, window=window, strand_average=strand_average, species=species,
                        region=region, method=method, frames=frames)[0]
@@ -90,7 +90,7 @@ def score_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVa
 def describe_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant, cds: str | None = None,
                 context=0, progress: Callable[[float], None] | None = None, window: int = DEFAULT_WINDOW,
                 strand_average: bool = False, species: str | None = None, region: str | None = None,
-                method: str = "marginal", frames: int | None = None) -> tuple[GenomicScore, VariantReport]:
+                method: str | None = None, frames: int | None = None) -> tuple[GenomicScore, VariantReport]:
     """One variant at coordinates, scored, with its consequence when `cds` (in contig coordinates, as
     `CodingSequence.parse` reads it) is given and its context when `context` > 0 bases either side."""
     return last(describe_at_stages(bundle, reference, variant, cds, context, progress, window, strand_average,
@@ -100,7 +100,7 @@ def describe_at(bundle: ModelBundle, reference: Reference, variant: str | Genomi
 def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
                        cds: str | None = None, context=0, progress: Callable[[float], None] | None = None,
                        window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-                       region: str | None = None, method: str = "marginal", frames: int | None = None
+                       region: str | None = None, method: str | None = None, frames: int | None = None
                        ) -> Iterator[tuple[GenomicScore, VariantReport]]:
     """`describe_at` in stages, as `describe_stages`: the score as soon as it is known, then with its context."""
     var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant)
@@ -132,12 +132,12 @@ class Outcome:
 
 def score_batch(bundle: ModelBundle, reference: Reference, variants: list[GenomicVariant],
                 window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-                region: str | None = None, method: str = "marginal", frames: int | None = None,
+                region: str | None = None, method: str | None = None, frames: int | None = None,
                 context=0, progress: Callable[[int], None] | None = None) -> list[Outcome]:
     """An Outcome per variant, in order; a variant that cannot be scored is named, never fatal.
     With `context` > 0 each delta is also ranked among the substitutions within that many bases.
     `progress(n)` is told each time n more variants are done."""
-    _check_method(method)
+    method = variant_method(bundle, method)
     frames = resolve_frames(bundle, frames)
     radius = checked_radius(context)
     prefix = bundle.tags.prefix(species, region)

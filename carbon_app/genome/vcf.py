@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inference.context import checked_radius
-from ..inference.score import DEFAULT_WINDOW, resolve_frames
+from ..inference.score import DEFAULT_WINDOW, resolve_frames, variant_method
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, _checked
 from .reference import Reference
@@ -210,7 +210,7 @@ def _writer(path: Path):
 
 def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
               tsv_out: str | Path | None = None, window: int = DEFAULT_WINDOW, strand_average: bool = False,
-              species: str | None = None, region: str | None = None, method: str = "marginal",
+              species: str | None = None, region: str | None = None, method: str | None = None,
               frames: int | None = None, context: int = 0, progress: Callable[[int, int], None] | None = None,
               scorer: ChunkScorer | None = None) -> VcfSummary:
     """Score every ALT of every record of `vcf_in` against `reference`; write `vcf_out` (and `tsv_out`).
@@ -223,6 +223,7 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
     model = bundle if bundle is not None else scorer.facts
     frames = resolve_frames(model, frames)
+    method = variant_method(model, method)
     context = checked_radius(context)
     settings = (f"model={model.name},genome={reference.name},window={window},frames={frames},"
                 f"strand_average={strand_average},method={method},tags={model.tags.prefix(species, region) or 'none'}"

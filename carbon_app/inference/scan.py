@@ -41,11 +41,11 @@ from ..model.kv import branch, preallocated_cache
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .score import (
     DEFAULT_WINDOW,
-    _check_method,
     context_room_bases,
     frame_windows,
     pass_tokens,
     resolve_frames,
+    variant_method,
 )
 
 MAX_SCAN_POSITIONS = 2000
@@ -108,13 +108,14 @@ def scan_substitutions(
     window: int = DEFAULT_WINDOW,
     species: str | None = None,
     region: str | None = None,
-    method: str = "marginal",
+    method: str | None = None,
     frames: int | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> ScanResult:
     """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive), each delta the
-    mean over `frames` tokenization frames (default k); `progress(fraction)` is told of work done."""
-    _check_method(method)
+    mean over `frames` tokenization frames (default k), read with `method` (default: the model's own);
+    `progress(fraction)` is told of work done."""
+    method = variant_method(bundle, method)
     seq = clean_sequence(sequence, what="sequence")
     start = whole_number(start, "the scan start", 1)
     end = whole_number(end, "the scan end", 1)

@@ -71,6 +71,14 @@ def _check_method(method: str) -> None:
         raise InputError(f"scoring method must be 'marginal' (reference FNS) or 'chain', not '{method}'")
 
 
+def variant_method(model, method: str | None) -> str:
+    """`method` checked, or (None) the model's own: the method its held-out variant measurements were
+    read with (`ModelBundle.variant_method`), the reference FNS marginals for a model without one."""
+    method = model.variant_method if method is None else method
+    _check_method(method)
+    return method
+
+
 def context_room_bases(bundle: ModelBundle, prefix_text: str) -> int:
     """How many bases one forward pass can score after the tag prefix and `<dna>`."""
     prefix_tokens = len(bundle.tokenizer.encode(dna_prompt(prefix_text)))
@@ -328,12 +336,12 @@ def score_variant(
     strand_average: bool = False,
     species: str | None = None,
     region: str | None = None,
-    method: str = "marginal",
+    method: str | None = None,
     frames: int | None = None,
 ) -> VariantScore:
     """Score `variant` in `sequence`: delta = LL(alt window) - LL(ref window), averaged over
-    `frames` tokenization frames (default: k, every frame)."""
-    _check_method(method)
+    `frames` tokenization frames (default: k, every frame), read with `method` (default: the model's own)."""
+    method = variant_method(bundle, method)
     seq = clean_sequence(sequence, what="reference sequence")
     var = variant if isinstance(variant, Variant) else Variant.parse(variant)
     pos0, lr, la = var.pos - 1, len(var.ref), len(var.alt)

@@ -23,6 +23,20 @@ from .decoder import LeanDecoder
 from .hub import draft_for, resolve_model_dir
 
 
+def measured_quality(model_dir: Path) -> dict | None:
+    """`eval.json`'s "quality" in a model directory (what the page shows beside a score), or None."""
+    path = model_dir / "eval.json"
+    try:
+        return json.loads(path.read_text()).get("quality") if path.exists() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def quality_method(quality: dict | None) -> str:
+    """The scoring method a quality measurement names ("marginal" when none: older cards, real checkpoints)."""
+    return (quality or {}).get("method", "marginal")
+
+
 @dataclass
 class ModelBundle:
     """A loaded model with everything the engine needs to use it."""
@@ -96,11 +110,13 @@ class ModelBundle:
     def quality(self) -> dict | None:
         """The model's measured variant-effect quality on held-out genes (`eval.json`'s "quality",
         written by the demo-model pipeline), or None when the model ships no such measurement."""
-        path = self.path / "eval.json"
-        try:
-            return json.loads(path.read_text()).get("quality") if path.exists() else None
-        except (OSError, json.JSONDecodeError):
-            return None
+        return measured_quality(self.path)
+
+    @property
+    def variant_method(self) -> str:
+        """How this model's variant scores are read unless a caller names a method: the method its held-out
+        measurement was read with, else the reference FNS marginals (spec section 5)."""
+        return quality_method(self.quality)
 
     def describe(self) -> dict:
         return {

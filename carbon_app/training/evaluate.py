@@ -36,13 +36,21 @@ import torch
 
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
-from ..inference.score import score_sequence, score_variant
+from ..inference.score import METHODS, score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 from .train import model_folder, train_command, training_lineage
 
 MAX_MARKOV_ORDER = 10
+METHOD_NAMES = {"marginal": "reference FNS marginals (the product of six per-base distributions)",
+                "chain": "exact chain rule (each 6-mer's own probability, split over its bases)"}
 VARIANT_WINDOW = 1200
+# The demo models' variant scores are read with the exact chain rule, not the reference FNS marginals: their
+# reading-frame and in-frame stop training shapes the joint of a 6-mer's bases (a stop codon is unlikely as a
+# whole), and a product of six per-base marginals averages that joint away. The other method is measured too,
+# and the card and the page say which method each figure is for.
+VARIANT_METHOD = "chain"
+OTHER_METHODS = [method for method in METHODS if method != VARIANT_METHOD]
 _DIGIT = {b: i for i, b in enumerate("ATCG")}
 
 
@@ -170,10 +178,10 @@ def variant_deltas(delta_of, variants: list[dict]) -> list[float]:
     return [delta_of(v["context"], f"{v['context_pos']}:{v['ref']}>{v['alt']}") for v in variants]
 
 
-def model_delta(bundle):
-    """The app's default score: frame-averaged, strand-averaged, a 1,200-base window, no tags."""
+def model_delta(bundle, method: str = VARIANT_METHOD):
+    """The app's score: frame-averaged, strand-averaged, a 1,200-base window, no tags, read with `method`."""
     return lambda context, variant: score_variant(bundle, context, variant, window=VARIANT_WINDOW,
-                                                  strand_average=True).delta
+                                                  strand_average=True, method=method).delta
 
 
 def markov_delta(markov: MarkovModel, order: int):
@@ -272,6 +280,7 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
         "markov_validation_by_order": val_by_order,
         "markov": recovery(test, lambda w: markov.recover(w["seq"][:EVAL_CONTEXT], EVAL_TARGET, best_order)),
         "variant_window": VARIANT_WINDOW,
+        "variant_method": VARIANT_METHOD,
     }
     # for scoring, the order that predicts held-out bases best (recovery's greedy choice favours low orders)
     val_loglik = {k: float(np.mean([markov.loglik(w["seq"], k) / len(w["seq"]) for w in validation]))
@@ -292,6 +301,9 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
     results["species_tag_loglik_delta_per_base"] = tag_loglikelihood_delta(target, test)
     print("target variant effects", flush=True)
     results["target_variants"] = variant_signal(model_delta(target), variant_sets)
+    for method in OTHER_METHODS:
+        print(f"target variant effects read with the {method} method", flush=True)
+        results[f"target_variants_{method}"] = variant_signal(model_delta(target, method), variant_sets)
     if previous_dir is not None:
         print("previous model: recovery and variant effects", flush=True)
         previous = load(previous_dir)
@@ -307,11 +319,15 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
 
 def quality_summary(results: dict) -> dict:
     """The few numbers the app shows beside a score: how far this model's variant scores can be trusted."""
-    variants = results["target_variants"]
-    return {"demo": True,
-            "stop_gain_vs_synonymous_auroc": variants["coding"]["auroc"]["all"],
-            "splice_site_vs_deep_intronic_auroc": variants["splice"]["auroc"]["all"],
-            "random_snv_fraction_negative": variants["random"]["fraction_negative"],
+    def figures(variants: dict) -> dict:
+        return {"stop_gain_vs_synonymous_auroc": variants["coding"]["auroc"]["all"],
+                "splice_site_vs_deep_intronic_auroc": variants["splice"]["auroc"]["all"],
+                "random_snv_fraction_negative": variants["random"]["fraction_negative"]}
+
+    method = results.get("variant_method", "marginal")  # results of older versions: the marginals
+    return {"demo": True, **figures(results["target_variants"]), "method": method,
+            "other_methods": {m: figures(results[f"target_variants_{m}"]) for m in METHODS
+                              if f"target_variants_{m}" in results},
             "window": results["variant_window"]}
 
 
@@ -339,6 +355,8 @@ def variant_table(results: dict) -> str:
     if "previous_variants" in results:
         predictors.append(("previous carbon-demo", results["previous_variants"]))
     predictors.append(("carbon-demo", results["target_variants"]))
+    predictors += [(f"carbon-demo, {method}", results[f"target_variants_{method}"]) for method in METHODS
+                   if f"target_variants_{method}" in results]
     names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs matched deep intronic"}
     counts = results["target_variants"]
     lines = ["| task | group | " + " | ".join(name for name, _ in predictors) + " | variants |",
@@ -442,7 +460,10 @@ Species tag on its own group, tagged minus untagged: recovery
 Single-base substitutions in annotated genes never trained on (held out whole, by locus; human genes
 from the held-out GenBank entries and the augustus-doc locus), each scored as the app scores a variant:
 delta = LL(alt) - LL(ref) over a {results['variant_window']:,}-base window centred on it, averaged over
-the six 6-mer frames and both strands, no tags. AUROC of -delta (1.0: every damaging variant scores
+the six 6-mer frames and both strands, no tags, each base's log-probability read with the
+{METHOD_NAMES[results.get('variant_method', 'marginal')]}: this model's default in the app.
+{''.join(f'The column "carbon-demo, {m}" reads the same model with the {METHOD_NAMES[m]}. '
+         for m in METHODS if f'target_variants_{m}' in results)} AUROC of -delta (1.0: every damaging variant scores
 below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substitutions inside the CDS
 (the same number of each from every gene); (b) substitutions of the canonical GT/AG splice dinucleotides
 versus deep-intronic ones (at least 100 bases into the same introns), each control making the same

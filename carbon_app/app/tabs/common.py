@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gradio as gr
 
@@ -62,6 +62,15 @@ class Page:
     region: gr.Dropdown
     examples: dict  # assets/examples/hbb.json
     hbb: str  # the worked example's bases
+    scoring: list = field(default_factory=list)  # the tabs' scoring dropdowns, set to each chosen model's own
+
+    def scoring_dropdown(self) -> gr.Dropdown:
+        """A variant-scoring method choice, set to the model's own (the method its held-out measurement was
+        read with) and moved to the next model's own when the model changes."""
+        dropdown = gr.Dropdown(SCORING, value=self.service.variant_method(None), label="Scoring", **FREE,
+                               info="set to the model's own: the method its measured quality was read with")
+        self.scoring.append(dropdown)
+        return dropdown
 
     @classmethod
     def load_examples(cls) -> tuple[dict, str]:

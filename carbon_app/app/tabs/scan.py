@@ -9,7 +9,7 @@ from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import consequence_figure, scan_figure
 from ..service import Service
-from .common import FREE, SCORING, Page, fail, on_gpu, run_on_click, sequence_inputs
+from .common import Page, fail, on_gpu, run_on_click, sequence_inputs
 
 
 def scan_tab(page: Page) -> None:
@@ -22,7 +22,7 @@ def scan_tab(page: Page) -> None:
                 start = gr.Number(label="Region start (1-based)", value=1)
                 end = gr.Number(label="Region end", value=60)
             window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
-            method = gr.Dropdown(SCORING, value="marginal", label="Scoring", **FREE)
+            method = page.scoring_dropdown()
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,…",
                              info="names each substitution's consequence")
             button = gr.Button("Scan every substitution", variant="primary")
@@ -51,7 +51,7 @@ def scan_tab(page: Page) -> None:
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
             else result.rows()
         text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(model, result),
-                             fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
+                             fmt.trust_note(service.model(model), result.method), fmt.RESEARCH_NOTE])
         by_consequence = consequence_figure(result, consequences) if consequences else None
         return {heatmap: scan_figure(result), by_class: gr.Plot(by_consequence, visible=by_consequence is not None),
                 block: fmt.sequence_block(result.region, result.start, title="the region scanned"),

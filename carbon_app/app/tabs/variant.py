@@ -10,7 +10,7 @@ from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import site_figure, variant_figure
 from ..service import DEMO_GENOME, NO_GENOME, Service
-from .common import FREE, GPU, SCORING, Page, fail, on_gpu, run_on_click, sequence_inputs
+from .common import FREE, GPU, Page, fail, on_gpu, run_on_click, sequence_inputs
 
 CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
 
@@ -30,7 +30,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
             alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
             window = gr.Number(label="Window (bases, centred on the variant)", value=DEFAULT_WINDOW)
             strand = gr.Checkbox(label="Average with the reverse-complement strand")
-            method = gr.Dropdown(SCORING, value="marginal", label="Scoring", **FREE)
+            method = page.scoring_dropdown()
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,1409..1631,…",
                              info="a start, exons or complement(…): names the consequence; a GenBank upload's CDS "
                                   "is used when empty")
@@ -69,8 +69,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
 
         def verdict_text(report, genomic, context_note: str) -> str:
             return "\n\n".join([fmt.variant_markdown(report, genomic, context_note),
-                                 fmt.score_provenance(model, report.score), fmt.trust_note(service.model(model)),
-                                 fmt.RESEARCH_NOTE])
+                                 fmt.score_provenance(model, report.score),
+                                 fmt.trust_note(service.model(model), report.score.method), fmt.RESEARCH_NOTE])
 
         # what the context does not change is drawn once, and sent with every stage (an API client reads the
         # last one whole)

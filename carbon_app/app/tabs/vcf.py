@@ -10,7 +10,7 @@ from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import vcf_figure
 from ..service import DEMO_GENOME
-from .common import FREE, SCORING, Page, fail, on_gpu, run_on_click
+from .common import FREE, Page, fail, on_gpu, run_on_click
 
 
 def vcf_tab(page: Page) -> None:
@@ -26,7 +26,7 @@ def vcf_tab(page: Page) -> None:
         with gr.Column(scale=2):
             window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
             strand = gr.Checkbox(label="Average with the reverse-complement strand")
-            method = gr.Dropdown(SCORING, value="marginal", label="Scoring", **FREE)
+            method = page.scoring_dropdown()
             context = gr.Number(label="Context (bases either side, 0 = off)", value=0,
                                 info="adds CARBON_CONTEXT: the share of nearby substitutions each ALT is more "
                                      "damaging than")
@@ -52,10 +52,12 @@ def vcf_tab(page: Page) -> None:
                                                     method=method, context=context)
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
+        method = method or service.variant_method(model)  # as the engine read an empty choice
         made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`; "
-                f"window {window}; {'both strands' if strand else 'one strand'}; method {method}"
+                f"window {window}; {'both strands' if strand else 'one strand'}; {fmt.METHOD_WORDS[method]}"
                 + (f"; context ±{context}" if context else "") + " (also in the VCF's header).*")
-        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model)), fmt.RESEARCH_NOTE])
+        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model), method),
+                              fmt.RESEARCH_NOTE])
         return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
 
     run_on_click(button, score, [*page.choices, genome, upload, window, strand, method, context],
