@@ -32,7 +32,8 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
     (measured / "eval.json").write_text(json.dumps({"quality": {
         "demo": True, "stop_gain_vs_synonymous_auroc": 0.75, "splice_site_vs_deep_intronic_auroc": 0.52,
         "random_snv_fraction_negative": 0.6, "method": "chain", "window": 1200,
-        "other_methods": {"marginal": {"stop_gain_vs_synonymous_auroc": 0.61, "splice_site_vs_deep_intronic_auroc": 0.42,
+        "other_methods": {"marginal": {"stop_gain_vs_synonymous_auroc": 0.61,
+                                       "splice_site_vs_deep_intronic_auroc": 0.42,
                                        "random_snv_fraction_negative": 0.64}}}}))
     measured_bundle = load_bundle(str(measured))
     assert measured_bundle.variant_method == "chain" and bundle.variant_method == "marginal"

@@ -13,9 +13,9 @@ from carbon_app.errors import InputError
 from carbon_app.genome.coordinates import parse_genomic
 from carbon_app.genome.reference import Reference
 from carbon_app.genome.scoring import score_batch
-from carbon_app.model.bundle import load_bundle
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import Variant, score_sequence, score_variant, variant_window
+from carbon_app.model.bundle import load_bundle
 
 SEQ = (
     "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"

@@ -360,11 +360,11 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
     seen = []
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
     train_module.main(["--preset", "target", "--batch", "256", "--hidden", "384", "--layers", "10", "--ffn", "1024",
-                       "--device", "cpu"])
+                       "--heads", "6", "--kv-heads", "2", "--device", "cpu"])
     train_module.main(["--preset", "draft", "--device", "cpu"])
     big, draft = seen
     assert (big.batch, big.hidden, big.layers, big.ffn, big.name) == (256, 384, 10, 1024, "carbon-demo")
-    assert (big.heads, big.steps) == (8, 2800)  # what is not named stays the preset's
+    assert (big.heads, big.kv_heads) == (6, 2) and big.steps == 2800  # what is not named stays the preset's
     assert (draft.hidden, draft.layers, draft.batch) == (128, 2, 32)
     for flag, value, problem in (("--batch", "0", "--batch must be at least 1, not 0"),
                                  ("--hidden", "2.5", "--hidden must be a whole number, not 2.5"),
@@ -425,7 +425,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     scratch = run("carbon-demo", None)
     probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
     stop = run("stop", str(probe), steps=465, lr=6e-4, fns_from=0.0, frame_weight=0.3, stop_weight=2.0)
-    draft = run("draft", None, preset="draft", steps=240, teacher=str(stop))
+    draft = run("draft", None, preset="draft", steps=240, teacher=str(stop), heads=2, kv_heads=1)
     lineage = training_lineage(stop)
     assert [r["config"]["name"] for r in lineage] == ["carbon-demo", "probe", "stop"]
     assert training_lineage(draft)[0]["config"]["teacher"] == str(stop)
@@ -442,7 +442,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
         train_module.main(words[3:] + ["--out-root", str(tmp_path)])
     for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
         wanted = run_record["config"]
-        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "teacher", "hidden", "layers"):
+        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "teacher", "hidden", "layers",
+                    "heads", "kv_heads"):
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
     assert [cfg.init for cfg in seen[:3]] == [None, str(scratch), str(probe)]  # each from the one before's output
 

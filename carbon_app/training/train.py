@@ -47,6 +47,7 @@ from ..core.validate import argument_type, real_number, whole_number
 from ..inference.marginals import k_of, kmer_digits, log_marginals
 from .data import ANTISENSE, FRAME_LABELS, NOT_CODING, trained_tag_scheme
 
+SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 PRESETS = {
     "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=2800),
     "draft": dict(name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352, steps=600,
@@ -352,8 +353,7 @@ def train_command(config: dict, init: str | None) -> str:
     preset = "draft" if config.get("teacher") else "target"
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "init", "teacher", "steps", "lr", "fns_from", "batch", "hidden", "layers", "ffn",
-                "frame_weight", "stop_weight"):
+    for key in ("name", "init", "teacher", "steps", "lr", "fns_from", *SHAPE, "frame_weight", "stop_weight"):
         value = init if key == "init" else config.get(key)
         if value is not None and value != defaults[key]:
             words.append(f"--{key.replace('_', '-')} " + (f"{value:g}" if isinstance(value, float) else str(value)))
@@ -396,8 +396,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
     shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
                                       "batch than these 2-core presets)")
-    for key in ("batch", "hidden", "layers", "ffn"):
-        shape.add_argument(f"--{key}", type=argument_type(lambda text, flag=f"--{key}": whole_number(text, flag, 1)))
+    for key in SHAPE:
+        flag = f"--{key.replace('_', '-')}"
+        shape.add_argument(flag, type=argument_type(lambda text, flag=flag: whole_number(text, flag, 1)))
     parser.add_argument("--minutes", type=argument_type(lambda text: real_number(text, "--minutes", 0, above_low=True)),
                         help="end within this many minutes: the step count (and its schedule) is cut to the "
                              "measured speed, for a run in a time-limited slot")
@@ -409,8 +410,8 @@ def main(argv: list[str] | None = None) -> None:
                              "frame (default 0: none); needs data built with train_frames.npy")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
-    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", "batch", "hidden", "layers", "ffn",
-                "minutes", "frame_weight", "stop_weight"):
+    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", *SHAPE, "minutes", "frame_weight",
+                "stop_weight"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
