@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from carbon_app.app.formatting import METHOD_WORDS
 from carbon_app.inference.generate import generate
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
@@ -251,6 +252,11 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_role("button", name="Score variant").click()
         page.get_by_text("delta = LL(alt)").first.wait_for(timeout=60_000)
         page.get_by_text("possible substitutions within 3 bases").first.wait_for(timeout=10_000)
+        # read, by default, with the method the model's figures were measured with, and the note says which
+        quality = json.loads((REPO / "assets" / "models" / "carbon-demo" / "eval.json").read_text())["quality"]
+        method = METHOD_WORDS[quality["method"]]
+        page.get_by_text(f"1,200-base windows with the {method}: stop-gain vs synonymous AUROC "
+                         f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for(timeout=10_000)
         page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
         variant_box.fill("1206:G>A")
         page.get_by_role("button", name="Score variant").click()
@@ -649,3 +655,17 @@ def test_a_constrained_design_through_the_api_meets_and_reports_its_constraints(
     assert "all 5 PASS" in out[2] and "with the downstream flank" in out[2]
     header = open(next(f for f in out[5] if f.endswith("designs.fa"))).readline()
     assert f"protein={protein}" in header and "avoid=BsaI,BsmBI" in header and "gc=35:65" in header
+
+
+def test_choosing_a_model_sets_every_scoring_choice_to_that_models_own_method():
+    """The Variant, VCF and scan tabs read a model the way its quality was measured: carbon-demo with the
+    chain rule (its eval.json), the draft, whose scores were never measured, with the reference marginals."""
+    from carbon_app.app.gradio_app import build_app
+
+    demo = build_app()
+    handler = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "model_dropdowns")
+    scoring = [o for o in handler.outputs if getattr(o, "label", "") == "Scoring"]
+    assert len(scoring) == 3 and {o.value for o in scoring} == {"chain"}  # the page opens on carbon-demo
+    for name, method in (("carbon-demo-draft", "marginal"), ("carbon-demo", "chain")):
+        species, region, *methods = handler.fn(name)
+        assert [m.value for m in methods] == [method] * 3

@@ -64,10 +64,17 @@ def test_model_cards_carry_the_evaluation(manager):
             assert rows[(words, group)][markov_column] == f"{markov:.3f}"
     assert rows[("random SNVs with delta < 0", "all")][columns.index("carbon-demo")] == \
         f"{100 * variants['random']['fraction_negative']:.1f}%"
+    marginal = results["target_variants_marginal"]  # the same model read with the reference FNS marginals
+    for group, value in marginal["coding"]["auroc"].items():
+        assert rows[("stop-gain vs synonymous", group)][columns.index("carbon-demo, marginal")] == f"{value:.3f}"
     quality = results["quality"]
     assert quality["stop_gain_vs_synonymous_auroc"] == variants["coding"]["auroc"]["all"]
     assert quality["splice_site_vs_deep_intronic_auroc"] == variants["splice"]["auroc"]["all"]
-    assert manager.get("carbon-demo").quality == quality  # what the page shows beside a score
+    assert quality["other_methods"]["marginal"]["stop_gain_vs_synonymous_auroc"] == marginal["coding"]["auroc"]["all"]
+    bundle = manager.get("carbon-demo")
+    assert bundle.quality == quality  # what the page shows beside a score
+    assert quality["method"] == results["variant_method"] == bundle.variant_method == "chain"
+    assert manager.get("carbon-demo-draft").quality is None  # its own scores were not measured: no figures to show
     assert results["draft_greedy_agreement"]["token"] >= 0.85
     assert (ASSETS_MODELS / "carbon-demo-draft" / "README.md").exists()
 

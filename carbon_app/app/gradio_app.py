@@ -15,7 +15,7 @@ from ..assets import ASSETS
 from ..model.manager import ModelManager
 from . import model_thread
 from .service import AppConfig, Service
-from .tabs.common import FREE, Page
+from .tabs.common import FREE, SCORING, Page
 from .tabs.design import design_tab
 from .tabs.models import models_tab
 from .tabs.scan import scan_tab
@@ -66,7 +66,7 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             species_keys, region_keys = service.tag_choices(name)
             method = service.variant_method(name)
             return (gr.Dropdown(choices=species_keys, value="none"), gr.Dropdown(choices=region_keys, value="none"),
-                    *(gr.Dropdown(value=method) for _ in page.scoring))
+                    *(gr.Dropdown(choices=SCORING, value=method) for _ in page.scoring))
 
         model.change(model_dropdowns, model, [species, region, *page.scoring], api_visibility="private", queue=False)
     return demo

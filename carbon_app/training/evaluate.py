@@ -402,6 +402,10 @@ in-frame stop unlikelihood term (`train --help`).
 {runs_table}
 """
     regenerate = "\n".join(f"    {command}" for command in commands)
+    reading = "\n".join([f"{METHOD_NAMES[results.get('variant_method', 'marginal')]}, carbon-demo's default in "
+                         "the app (the previous model's column too).",
+                         *(f'The column "carbon-demo, {m}" reads the same model with the {METHOD_NAMES[m]}.'
+                           for m in METHODS if f"target_variants_{m}" in results)])
     return f"""---
 license: apache-2.0
 tags: [dna, carbon, demo]
@@ -461,9 +465,7 @@ Single-base substitutions in annotated genes never trained on (held out whole, b
 from the held-out GenBank entries and the augustus-doc locus), each scored as the app scores a variant:
 delta = LL(alt) - LL(ref) over a {results['variant_window']:,}-base window centred on it, averaged over
 the six 6-mer frames and both strands, no tags, each base's log-probability read with the
-{METHOD_NAMES[results.get('variant_method', 'marginal')]}: this model's default in the app.
-{''.join(f'The column "carbon-demo, {m}" reads the same model with the {METHOD_NAMES[m]}. '
-         for m in METHODS if f'target_variants_{m}' in results)} AUROC of -delta (1.0: every damaging variant scores
+{reading} AUROC of -delta (1.0: every damaging variant scores
 below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substitutions inside the CDS
 (the same number of each from every gene); (b) substitutions of the canonical GT/AG splice dinucleotides
 versus deep-intronic ones (at least 100 bases into the same introns), each control making the same
@@ -510,7 +512,10 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         training["lineage"] = lineages[name][:-1]
         (dest / "training.json").write_text(json.dumps(training, indent=1) + "\n")
         (dest / "carbon_role.json").write_text(json.dumps(role) + "\n")
-        (dest / "eval.json").write_text(json.dumps(results, indent=1) + "\n")
+        # "quality" is the target's own variant-effect measurement: the draft's scores were not measured, and
+        # the page must not show the target's figures beside them
+        measured = results if role["role"] == "target" else {k: v for k, v in results.items() if k != "quality"}
+        (dest / "eval.json").write_text(json.dumps(measured, indent=1) + "\n")
         (dest / "README.md").write_text(model_card(dest, role["role"], results, commands))
         print(f"installed {dest}")
 
