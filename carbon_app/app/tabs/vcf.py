@@ -52,7 +52,7 @@ def vcf_tab(page: Page) -> None:
                                                     method=method, context=context)
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
-        method = method or service.variant_method(model)  # as the engine read an empty choice
+        method = method or service.variant_method(model)  # none named (an API call): the model's own, as scored
         made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`; "
                 f"window {window}; {'both strands' if strand else 'one strand'}; {fmt.METHOD_WORDS[method]}"
                 + (f"; context ±{context}" if context else "") + " (also in the VCF's header).*")
