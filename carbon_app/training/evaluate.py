@@ -317,6 +317,16 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
     return results
 
 
+def own_method(results: dict) -> str:
+    """The method the target's own variant figures were read with (results of older versions: the marginals)."""
+    return results.get("variant_method", "marginal")
+
+
+def other_readings(results: dict) -> dict[str, dict]:
+    """The target's variant figures read with each other method measured, by method."""
+    return {m: results[f"target_variants_{m}"] for m in METHODS if f"target_variants_{m}" in results}
+
+
 def quality_summary(results: dict) -> dict:
     """The few numbers the app shows beside a score: how far this model's variant scores can be trusted."""
     def figures(variants: dict) -> dict:
@@ -324,10 +334,8 @@ def quality_summary(results: dict) -> dict:
                 "splice_site_vs_deep_intronic_auroc": variants["splice"]["auroc"]["all"],
                 "random_snv_fraction_negative": variants["random"]["fraction_negative"]}
 
-    method = results.get("variant_method", "marginal")  # results of older versions: the marginals
-    return {"demo": True, **figures(results["target_variants"]), "method": method,
-            "other_methods": {m: figures(results[f"target_variants_{m}"]) for m in METHODS
-                              if f"target_variants_{m}" in results},
+    return {"demo": True, **figures(results["target_variants"]), "method": own_method(results),
+            "other_methods": {m: figures(variants) for m, variants in other_readings(results).items()},
             "window": results["variant_window"]}
 
 
@@ -355,8 +363,7 @@ def variant_table(results: dict) -> str:
     if "previous_variants" in results:
         predictors.append(("previous carbon-demo", results["previous_variants"]))
     predictors.append(("carbon-demo", results["target_variants"]))
-    predictors += [(f"carbon-demo, {method}", results[f"target_variants_{method}"]) for method in METHODS
-                   if f"target_variants_{method}" in results]
+    predictors += [(f"carbon-demo, {m}", variants) for m, variants in other_readings(results).items()]
     names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs matched deep intronic"}
     counts = results["target_variants"]
     lines = ["| task | group | " + " | ".join(name for name, _ in predictors) + " | variants |",
@@ -402,10 +409,10 @@ in-frame stop unlikelihood term (`train --help`).
 {runs_table}
 """
     regenerate = "\n".join(f"    {command}" for command in commands)
-    reading = "\n".join([f"{METHOD_NAMES[results.get('variant_method', 'marginal')]}, carbon-demo's default in "
-                         "the app (the previous model's column too).",
+    reading = "\n".join([f"{METHOD_NAMES[own_method(results)]}, carbon-demo's default in the app (the previous "
+                         "model's column too).",
                          *(f'The column "carbon-demo, {m}" reads the same model with the {METHOD_NAMES[m]}.'
-                           for m in METHODS if f"target_variants_{m}" in results)])
+                           for m in other_readings(results))])
     return f"""---
 license: apache-2.0
 tags: [dna, carbon, demo]
