@@ -123,6 +123,42 @@ def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
         assert v["context"][v["context_pos"] - 1] == v["ref"] == genome[v["pos"] - 1]
 
 
+@pytest.mark.parametrize("strand", [1, -1])
+def test_an_exon_table_gene_gets_its_longest_orf_as_a_flagged_cds_never_a_held_out_set(strand):
+    """A two-exon gene as the exon table gives it (exons only): the longest ATG-to-stop ORF of the spliced
+    exons becomes its CDS, across the intron and on either strand; it labels training frames, while the
+    held-out coding set is read from annotated CDS only."""
+    from Bio.Seq import Seq
+
+    from carbon_app.training.annotation import MIN_ORF, inferred_frame_check, longest_orf, with_inferred_cds
+
+    rng = random.Random(3)
+    sense = [c for c in (a + b + c for a in "ACGT" for b in "ACGT" for c in "ACGT") if c not in ("TAA", "TAG", "TGA")]
+    orf = "ATG" + "".join(rng.choice(sense) for _ in range(200)) + "TGA"  # 606 bases
+    short = "ATG" + "".join(rng.choice(sense) for _ in range(50)) + "TAA"  # a shorter ORF in another frame
+    mrna = "CC" + short + "C" + "TAA" + orf + "GGCC"  # a stop in the long ORF's frame just before its ATG
+    assert longest_orf(mrna) == (2 + len(short) + 4, 2 + len(short) + 4 + len(orf))
+    assert longest_orf(short) is None and len(short) < MIN_ORF  # too short to tell from chance
+    genome = random_dna(600, 8) + mrna[:400] + "GT" + random_dna(300, 9) + "AG" + mrna[400:] + random_dna(600, 10)
+    exons = [(600, 1000), (1304, 1304 + len(mrna) - 400)]
+    if strand == -1:
+        genome = reverse_complement(genome)
+        exons = sorted((len(genome) - b, len(genome) - a) for a, b in exons)
+    gene = Transcript("g", "g", strand, exons)  # as read_exon_table gives it: no CDS, no biotype
+    inferred = with_inferred_cds(gene, genome)
+    assert inferred.cds_inferred and inferred.spliced(genome, inferred.cds) == orf
+    assert str(Seq(orf).translate()).count("*") == 1 and len(inferred.cds) == 2  # across the intron
+    annotated = Transcript("a", "a", strand, exons, list(inferred.cds), "protein_coding")
+    assert with_inferred_cds(annotated, genome) is annotated  # a CDS of its own stays
+    assert Counter(demo_data.token_frames(inferred, list(range(exons[0][0], exons[0][0] + 600))))[-1] == 0
+    check = inferred_frame_check([annotated], genome)  # the union of one isoform: found exactly
+    assert check["agree"] == check["inferred"] == check["found"] == check["annotated"] == len(orf)
+    records = [Record("held", genome, "mammal", "human", "test", [inferred], held_out=True)]
+    sets = held_out_variant_sets(records, random.Random(1))
+    assert sets["coding"] == [] and len(sets["splice"]) > 0  # the inferred CDS gives no held-out coding set
+    assert held_out_variant_sets([replace(records[0], transcripts=[annotated])], random.Random(1))["coding"]
+
+
 def test_auroc_counts_ties_half():
     assert auroc([3, 4], [1, 2]) == 1 and auroc([1, 2], [3, 4]) == 0 and auroc([1, 2], [2, 1]) == 0.5
 
@@ -152,7 +188,7 @@ def test_template_mix_follows_carbon_pretraining():
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("cds=1", "unknown window kind 'cds'"), ("mrna", "--mix needs kind=share, got 'mrna'"),
+    ("cds=1", "unknown window kind 'cds'"), ("mrna", "--mix needs window kind=share, got 'mrna'"),
     ("mrna=x", "the --mix share of mrna must be a number, not 'x'"),
     ("mrna=-1", "the --mix share of mrna must be at least 0, not -1"),
     ("mrna=nan", "the --mix share of mrna must be at least 0, not nan"), ("gene=0", "above 0")])
@@ -380,6 +416,39 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
 
 
+def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_resume(tmp_path, capsys):
+    from carbon_app.training import train as train_module
+    from carbon_app.training.train import TrainConfig, batch_sampler
+
+    groups = np.array([demo_data.GROUPS.index("mammal")] * 100 + [demo_data.GROUPS.index("plant")] * 300,
+                      dtype=np.int8)
+    np.save(tmp_path / "train_groups.npy", groups)
+    cfg = TrainConfig(batch=16, group_weights={"mammal": 3.0})
+    draw = batch_sampler(cfg, tmp_path, len(groups))
+    drawn = torch.cat([draw(step) for step in range(400)])
+    assert all(len(set(draw(step).tolist())) == 16 for step in range(20))  # no row twice in a batch
+    assert (drawn < 100).float().mean().item() == pytest.approx(0.5, abs=0.02)  # 100 x 3 against 300 x 1
+    assert torch.equal(batch_sampler(cfg, tmp_path, len(groups))(7), draw(7))  # a resumed run draws the same
+    plain = batch_sampler(replace(cfg, group_weights=None), tmp_path, len(groups))
+    assert sorted(torch.cat([plain(step) for step in range(25)]).tolist()) == list(range(400))  # epochs
+    assert torch.equal(batch_sampler(replace(cfg, group_weights={"mammal": 0.0}), tmp_path, len(groups))(3).lt(100),
+                       torch.zeros(16, dtype=torch.bool))  # a weight of 0 leaves the group out
+    for weights, problem in (({"mammal": 0.0, "plant": 0.0}, "fewer rows to draw than a batch"),):
+        with pytest.raises(SystemExit, match=problem):
+            batch_sampler(replace(cfg, group_weights=weights), tmp_path, len(groups))
+    with pytest.raises(SystemExit, match="does not match train_rows.npy"):
+        batch_sampler(cfg, tmp_path, 401)
+    (tmp_path / "train_groups.npy").unlink()
+    with pytest.raises(SystemExit, match="train_groups.npy: rebuild the data"):
+        batch_sampler(cfg, tmp_path, len(groups))
+    for text, problem in (("primate=2", "unknown group 'primate' in --group-weights: use mammal, vertebrate"),
+                          ("mammal", "--group-weights needs group=share, got 'mammal'"),
+                          ("mammal=-1", "the --group-weights share of mammal must be at least 0, not -1")):
+        with pytest.raises(SystemExit):
+            train_module.main(["--group-weights", text])
+        assert problem in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     """`TrainConfig.compile` fuses kernels in place; the numbers and parameter names stay the eager ones."""
@@ -424,7 +493,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
 
     scratch = run("carbon-demo", None)
     probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
-    stop = run("stop", str(probe), steps=465, lr=6e-4, fns_from=0.0, frame_weight=0.3, stop_weight=2.0)
+    stop = run("stop", str(probe), steps=465, lr=6e-4, fns_from=0.0, frame_weight=0.3, stop_weight=2.0,
+               group_weights={"mammal": 3.0, "vertebrate": 0.5})
     draft = run("draft", None, preset="draft", steps=240, teacher=str(stop), heads=2, kv_heads=1)
     lineage = training_lineage(stop)
     assert [r["config"]["name"] for r in lineage] == ["carbon-demo", "probe", "stop"]
@@ -435,15 +505,15 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     commands = lineage_commands(lineage) + lineage_commands(training_lineage(draft))
     assert commands[0] == "python -m carbon_app.training.train --preset target"  # the preset as it stands
     assert commands[2].endswith("--name stop --init " + str(probe) + " --steps 465 --lr 0.0006 --fns-from 0 "
-                                "--frame-weight 0.3 --stop-weight 2")
+                                "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
     for command in commands:
         words = shlex.split(command)
         assert words[:3] == ["python", "-m", "carbon_app.training.train"]
         train_module.main(words[3:] + ["--out-root", str(tmp_path)])
     for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
         wanted = run_record["config"]
-        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "teacher", "hidden", "layers",
-                    "heads", "kv_heads"):
+        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "group_weights", "teacher",
+                    "hidden", "layers", "heads", "kv_heads"):
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
     assert [cfg.init for cfg in seen[:3]] == [None, str(scratch), str(probe)]  # each from the one before's output
 
@@ -470,8 +540,10 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     """Each documented step on a small world: the dataset of annotated records, a target and a draft
     distilled from it, the evaluation beside the Markov baseline and the previous model, and the
     installed models with their cards, loaded back by the engine."""
+    import shutil
+
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.training.evaluate import evaluate, install, quality_summary
+    from carbon_app.training.evaluate import evaluate, install, own_saved_figures, quality_summary
     from carbon_app.training.train import TrainConfig, train
 
     monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
@@ -492,6 +564,7 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     results = evaluate(target, draft, data, previous_dir=target, device="cpu")
     results["quality"] = quality_summary(results)
     assert results["previous"] == results["target"]  # one model measured twice: the same figures
+    assert results["previous_figures"] == "measured"  # a run's folder holds no figures of its own
     assert results["previous_variants"] == results["target_variants"]
     coding, splice = results["target_variants"]["coding"], results["target_variants"]["splice"]
     assert coding["variants"] == {"mammal": 4} and splice["variants"] == {"mammal": 8}
@@ -512,10 +585,24 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
 
     # a run continued from the installed target, installed over it: its card says both runs and how to
     # make each, though the folder the second started from now holds the second
-    continued = train(replace(cfg, name="continued", init=str(assets / "carbon-demo"), steps=2, frame_weight=0.3))
-    install(continued, None, results, assets)
+    continued = train(replace(cfg, name="continued", init=str(assets / "carbon-demo"), steps=2, frame_weight=0.3,
+                              group_weights={"plant": 2.0}))
+    # the installed target's own figures stand for it as the previous model (same data, window and method);
+    # a draft's eval.json holds its target's figures, and other data gets the model measured again
+    saved = own_saved_figures(assets / "carbon-demo", data)
+    measured_target = json.loads(json.dumps(results))
+    assert saved == (measured_target["target"], measured_target["target_variants"])
+    assert own_saved_figures(assets / "carbon-demo-draft", data) is None
+    other_data = tmp_path / "other-data"
+    shutil.copytree(data, other_data)
+    (other_data / "test.json").write_text("[]")  # other held-out windows
+    assert own_saved_figures(assets / "carbon-demo", other_data) is None
+    again = evaluate(continued, None, data, previous_dir=assets / "carbon-demo", device="cpu")
+    assert again["previous_figures"] == "saved" and again["previous"] == measured_target["target"]
+    install(continued, None, again, assets)
     card = (assets / "carbon-demo" / "README.md").read_text()
-    assert "Trained in 2 runs" in card and "| continued | 2 |" in card
-    assert f"--name continued --init {target} --steps 2" in card
+    assert "Trained in 2 runs" in card and "| continued | 2 |" in card and "| plant=2 |" in card
+    assert f"--name continued --init {target} --steps 2" in card and "--group-weights plant=2" in card
+    assert "previous carbon-demo figures are its own, saved when it was installed" in card
     lineage = json.loads((assets / "carbon-demo" / "training.json").read_text())["lineage"]
     assert [run["config"]["name"] for run in lineage] == ["carbon-demo"]

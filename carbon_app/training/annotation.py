@@ -3,8 +3,11 @@
 Three sources, one shape: RefSeq GTF files (yeast, fly, Arabidopsis and the
 augustus-doc human locus), GenBank CDS features (the emboss-test entries) and
 the hg19 RefSeq exon table of Debian's subread-data (human chromosome 20,
-exons only, so no CDS). Coordinates are 0-based, half-open, on the record's
-forward strand; `strand` says which strand the transcript is read from.
+exons only). The exon table's genes get the longest open reading frame of
+their spliced exons as an inferred CDS (`with_inferred_cds`), flagged as
+such: it labels the reading frame of training windows, never a held-out
+variant set. Coordinates are 0-based, half-open, on the record's forward
+strand; `strand` says which strand the transcript is read from.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import gzip
 import io
 import itertools
 import re
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from Bio.Seq import Seq
 
 from ..core.dna import reverse_complement
 
@@ -30,6 +35,7 @@ class Transcript:
     exons: list[tuple[int, int]]  # sorted by start, forward-strand coordinates
     cds: list[tuple[int, int]] = field(default_factory=list)
     biotype: str = ""
+    cds_inferred: bool = False  # the CDS is the longest open reading frame, not the annotation's
 
     @property
     def start(self) -> int:
@@ -139,3 +145,60 @@ def genbank_transcripts(entry) -> list[Transcript]:
         out.append(Transcript(f"{entry.name}:{name}", name, -1 if feature.location.strand == -1 else 1,
                               parts, list(parts), "protein_coding"))
     return out
+
+
+MIN_ORF = 300  # bases, stop codon included: 100 codons (TransDecoder's default) rarely occur by chance
+_ORF = re.compile(r"M[^*]*\*")  # an ATG to the first in-frame stop after it
+
+
+def longest_orf(mrna: str) -> tuple[int, int] | None:
+    """(start, end) in `mrna` of its longest ATG-to-stop open reading frame, the stop codon included, on
+    the given strand; None when none reaches MIN_ORF bases."""
+    best: tuple[int, int] | None = None
+    for frame in range(3):
+        usable = (len(mrna) - frame) // 3 * 3
+        protein = str(Seq(mrna[frame : frame + usable]).translate())
+        for match in _ORF.finditer(protein):  # the first ATG of each stop-to-stop stretch: its longest ORF
+            start, end = frame + 3 * match.start(), frame + 3 * match.end()
+            if end - start >= MIN_ORF and (best is None or end - start > best[1] - best[0]):
+                best = (start, end)
+    return best
+
+
+def with_inferred_cds(transcript: Transcript, genome: str) -> Transcript:
+    """The transcript with the longest open reading frame of its spliced exons as its CDS (flagged
+    `cds_inferred`), where it has no CDS of its own and one reaches MIN_ORF; else unchanged. For the
+    exon table's gene unions: the exons of all of a gene's isoforms, joined, keep the frame wherever
+    the isoforms share it, and where they do not the frame meets a stop and the ORF ends."""
+    if transcript.cds or not (orf := longest_orf(transcript.spliced(genome))):
+        return transcript
+    bases = sorted(transcript.positions(transcript.exons)[orf[0] : orf[1]])
+    runs = [(group[0][1], group[-1][1] + 1)
+            for _, group in itertools.groupby(enumerate(bases), key=lambda pair: pair[1] - pair[0])
+            for group in [list(group)]]
+    return replace(transcript, cds=runs, cds_inferred=True)
+
+
+def inferred_frame_check(transcripts: list[Transcript], genome: str) -> Counter:
+    """How well `with_inferred_cds` finds an annotated reading frame when it sees what the exon table gives:
+    each gene's isoforms merged into one union of exons, CDS dropped. Counts the bases the inferred CDS
+    labels ("inferred") and those of them at a codon place some isoform's CDS gives them ("agree"); the
+    annotated CDS bases ("annotated") and those the inferred CDS gives the same place ("found")."""
+    counts: Counter = Counter()
+    by_gene: dict[tuple, list[Transcript]] = defaultdict(list)
+    for transcript in transcripts:
+        if transcript.cds and not transcript.cds_inferred:
+            by_gene[(transcript.gene, transcript.strand)].append(transcript)
+    for (gene, strand), isoforms in by_gene.items():
+        annotated: dict[int, set[int]] = defaultdict(set)
+        for isoform in isoforms:
+            for at, place in isoform.codon_positions().items():
+                annotated[at].add(place)
+        union = Transcript(gene, gene, strand, _merge([exon for t in isoforms for exon in t.exons]))
+        inferred = with_inferred_cds(union, genome).codon_positions() if union.exons else {}
+        counts["genes"] += 1
+        counts["inferred"] += len(inferred)
+        counts["agree"] += sum(place in annotated.get(at, ()) for at, place in inferred.items())
+        counts["annotated"] += len(annotated)
+        counts["found"] += sum(inferred.get(at) in places for at, places in annotated.items())
+    return counts

@@ -26,6 +26,7 @@ with their cards, paired as target and draft.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import shutil
@@ -39,7 +40,7 @@ from ..inference.generate import generate
 from ..inference.score import METHODS, score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
-from .train import model_folder, train_command, training_lineage
+from .train import model_folder, shares_text, train_command, training_lineage
 
 MAX_MARKOV_ORDER = 10
 METHOD_NAMES = {"marginal": "reference FNS marginals (the product of six per-base distributions)",
@@ -254,6 +255,30 @@ def greedy_agreement(target, draft, windows: list[dict], tokens: int = 30) -> di
     return {mode: float(np.mean(values)) for mode, values in agree.items()}
 
 
+def held_out_fingerprint(data: Path) -> str:
+    """sha256 of the held-out files the figures are measured on: the test windows and the variant sets."""
+    digest = hashlib.sha256()
+    for name in ("test.json", "test_variants.json"):
+        digest.update((data / name).read_bytes())
+    return digest.hexdigest()
+
+
+def own_saved_figures(model_dir: Path, data: Path) -> tuple[dict, dict] | None:
+    """An installed target's own recovery and variant figures from its eval.json, where this evaluation would
+    measure the same again: the same held-out files (by fingerprint), the same window and the same method.
+    Else None, and the model is measured afresh. Spares a replaced model's hour of scoring."""
+    try:
+        saved = json.loads((model_dir / "eval.json").read_text())
+        role = json.loads((model_dir / "carbon_role.json").read_text())["role"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    # an installed draft's eval.json holds its target's figures: only a target's are its own
+    same = (role == "target" and saved.get("held_out_sha256") == held_out_fingerprint(data)
+            and saved.get("variant_window") == VARIANT_WINDOW and own_method(saved) == VARIANT_METHOD
+            and "target" in saved and "target_variants" in saved)
+    return (saved["target"], saved["target_variants"]) if same else None
+
+
 def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir: Path | None = None,
              device: str = "cpu") -> dict:
     """Every figure of the cards. The models run in float32 on `device`, so a GPU gives the CPU's
@@ -274,6 +299,7 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
           f"best k = {best_order}", flush=True)
     rng = random.Random(0)
     results = {
+        "held_out_sha256": held_out_fingerprint(data),
         "test_windows": len(test),
         "uniform": recovery(test, lambda w: "".join(rng.choice("ACGT") for _ in range(EVAL_TARGET))),
         "markov_order": best_order,
@@ -304,11 +330,16 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
     for method in OTHER_METHODS:
         print(f"target variant effects read with the {method} method", flush=True)
         results[f"target_variants_{method}"] = variant_signal(model_delta(target, method), variant_sets)
-    if previous_dir is not None:
+    if previous_dir is not None and (saved := own_saved_figures(previous_dir, data)) is not None:
+        print("previous model: its own saved figures (same held-out files, window and method)", flush=True)
+        results["previous"], results["previous_variants"] = saved
+        results["previous_figures"] = "saved"
+    elif previous_dir is not None:
         print("previous model: recovery and variant effects", flush=True)
         previous = load(previous_dir)
         results["previous"] = model_recovery(previous, test, with_species=False)
         results["previous_variants"] = variant_signal(model_delta(previous), variant_sets)
+        results["previous_figures"] = "measured"
     if draft_dir is not None:
         draft = load(draft_dir)
         print("draft recovery and greedy agreement with the target", flush=True)
@@ -397,15 +428,17 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
     runs_table = "\n".join(
         f"| {r['config']['name']} | {r['config']['steps']} | {r['config']['lr']:g} | "
         f"{int(r['config']['fns_from'] * r['config']['steps'])} | {r['config'].get('frame_weight') or 0:g} | "
-        f"{r['config'].get('stop_weight') or 0:g} | {r['config'].get('teacher') or '-'} | "
+        f"{r['config'].get('stop_weight') or 0:g} | {shares_text(r['config'].get('group_weights') or {}) or '-'} | "
+        f"{r['config'].get('teacher') or '-'} | "
         f"{r['final']['minutes']:.0f} | {r['final']['val_bits_per_base']:.3f} |" for r in runs)
     continued = "" if len(runs) == 1 else f"""
 Trained in {len(runs)} runs, each continuing from the weights of the one before (`--init`); the last is
 described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
-in-frame stop unlikelihood term (`train --help`).
+in-frame stop unlikelihood term; group weights: how many times as often a group's windows were drawn
+(`train --help`).
 
-| run | steps | peak lr | FNS from step | frame weight | stop weight | teacher | minutes | val. bits / base |
-|---|---|---|---|---|---|---|---|---|
+| run | steps | peak lr | FNS from | frame weight | stop weight | group weights | teacher | minutes | val. bits/base |
+|---|---|---|---|---|---|---|---|---|---|
 {runs_table}
 """
     regenerate = "\n".join(f"    {command}" for command in commands)
@@ -479,8 +512,8 @@ versus deep-intronic ones (at least 100 bases into the same introns), each contr
 base change (REF and ALT) as a splice-site substitution of its intron, so the two sets differ in place only;
 last row: the share of random substitutions (a random base within 100 bases of every third site)
 that make the sequence less likely. An AUROC below 0.5 means the scores point the wrong way on that task.
-{'The previous carbon-demo saw the human entries and the augustus-doc locus in training.'
- if 'previous_variants' in results else ''}
+{'The previous carbon-demo figures are its own, saved when it was installed (same held-out files, window '
+ 'and method).' if results.get('previous_figures') == 'saved' else ''}
 
 {variant_table(results)}
 {'' if agreement is None else f'''

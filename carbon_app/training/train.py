@@ -45,7 +45,7 @@ from ..core.dna import BASES, reverse_complement
 from ..core.tokens import DnaConfig
 from ..core.validate import argument_type, real_number, whole_number
 from ..inference.marginals import k_of, kmer_digits, log_marginals
-from .data import ANTISENSE, FRAME_LABELS, NOT_CODING, trained_tag_scheme
+from .data import ANTISENSE, FRAME_LABELS, GROUPS, NOT_CODING, named_shares, trained_tag_scheme
 
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 PRESETS = {
@@ -84,6 +84,7 @@ class TrainConfig:
     minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
     frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
     stop_weight: float = 0.0  # weight of the in-frame stop unlikelihood term added to the loss (0: none)
+    group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
 
     @property
     def out(self) -> Path:
@@ -203,6 +204,27 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     return ce, fns, kl, frame, stop
 
 
+def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
+    """step -> the rows of its batch. Plainly, epochs of one seeded shuffle. With `cfg.group_weights`, each
+    row is drawn (without replacement within a batch) with its group's weight, so that a group the held-out
+    tasks find weakest can be seen more often in continued training; drawn from a generator seeded by the
+    step, so that a resumed run draws what the uninterrupted one would have."""
+    if not cfg.group_weights:
+        order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(cfg.seed))
+        return lambda step: order[(torch.arange(cfg.batch) + step * cfg.batch) % n_rows]
+    if not (data / "train_groups.npy").exists():
+        raise SystemExit(f"--group-weights needs {data}/train_groups.npy: rebuild the data with this version")
+    groups = torch.from_numpy(np.load(data / "train_groups.npy").astype(np.int64))
+    per_group = torch.tensor([cfg.group_weights.get(group, 1.0) for group in GROUPS], dtype=torch.float64)
+    weights = per_group[groups]
+    if len(groups) != n_rows:
+        raise SystemExit(f"{data}/train_groups.npy does not match train_rows.npy: rebuild the data")
+    if int((weights > 0).sum()) < cfg.batch:
+        raise SystemExit(f"--group-weights leaves fewer rows to draw than a batch ({cfg.batch})")
+    return lambda step: torch.multinomial(weights, cfg.batch, replacement=False,
+                                          generator=torch.Generator().manual_seed(cfg.seed * 1_000_003 + step))
+
+
 def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
     return torch.tensor([[tokenizer.open_id, *tokenizer.kmer_ids(w["seq"][: len(w["seq"]) // 6 * 6])]
                          for w in validation])
@@ -266,14 +288,13 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters, {len(rows):,} windows, "
           f"{cfg.steps} steps of {cfg.batch} x {rows.shape[1] - 1} tokens", flush=True)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    order = torch.randperm(len(rows), generator=generator)
+    draw = batch_sampler(cfg, data, len(rows))
     began = time.perf_counter()
     first_step, timed_from = step, began  # a budget times this run's own steps (a resumed run's too)
     kmer_start, n_kmers = tokenizer.kmer_start_id, tokenizer.n_kmers
     while step < cfg.steps:
         model.train()
-        batch_index = order[(torch.arange(cfg.batch) + step * cfg.batch) % len(rows)]
+        batch_index = draw(step)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
@@ -348,13 +369,21 @@ def training_lineage(model_dir: str | Path | None) -> list[dict]:
     return lineage
 
 
+def shares_text(shares: dict[str, float]) -> str:
+    """{"mammal": 3.0} -> "mammal=3", as `--group-weights` reads it."""
+    return ",".join(f"{name}={share:g}" for name, share in shares.items())
+
+
 def train_command(config: dict, init: str | None) -> str:
     """The command that trains a run of this config from `init` (the preset's own values left out)."""
     preset = "draft" if config.get("teacher") else "target"
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "init", "teacher", "steps", "lr", "fns_from", *SHAPE, "frame_weight", "stop_weight"):
+    for key in ("name", "init", "teacher", "steps", "lr", "fns_from", *SHAPE, "frame_weight", "stop_weight",
+                "group_weights"):
         value = init if key == "init" else config.get(key)
+        if key == "group_weights" and value:
+            value = shares_text(value)
         if value is not None and value != defaults[key]:
             words.append(f"--{key.replace('_', '-')} " + (f"{value:g}" if isinstance(value, float) else str(value)))
     return " ".join(words)
@@ -408,10 +437,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stop-weight", type=argument_type(lambda text: real_number(text, "--stop-weight", 0, 10)),
                         help="weight of an unlikelihood term on 6-mers with a stop codon in a labelled coding "
                              "frame (default 0: none); needs data built with train_frames.npy")
+    parser.add_argument("--group-weights", type=argument_type(
+                            lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
+                        help="draw the rows of these groups this many times as often as the rest, e.g. "
+                             "mammal=3 (default: every row alike); needs data built with train_groups.npy")
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", *SHAPE, "minutes", "frame_weight",
-                "stop_weight"):
+                "stop_weight", "group_weights"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:

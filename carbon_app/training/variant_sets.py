@@ -37,7 +37,10 @@ _CODE = standard_dna_table.forward_table
 
 
 def _complete_cds(transcript: Transcript, genome: str) -> str | None:
-    """The CDS when it is a whole, clean open reading frame (ATG ... stop, no stop inside), else None."""
+    """The CDS when it is a whole, clean open reading frame (ATG ... stop, no stop inside), else None (and
+    None for a CDS inferred from the longest ORF: a held-out set is read from the annotation only)."""
+    if transcript.cds_inferred:
+        return None
     cds = transcript.spliced(genome, transcript.cds)
     if not cds or len(cds) % 3 or len(cds) < 9 or set(cds) - set("ACGT") or not cds.startswith("ATG"):
         return None
