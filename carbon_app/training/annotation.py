@@ -172,11 +172,8 @@ def with_inferred_cds(transcript: Transcript, genome: str) -> Transcript:
     the isoforms share it, and where they do not the frame meets a stop and the ORF ends."""
     if transcript.cds or not (orf := longest_orf(transcript.spliced(genome))):
         return transcript
-    bases = sorted(transcript.positions(transcript.exons)[orf[0] : orf[1]])
-    runs = [(group[0][1], group[-1][1] + 1)
-            for _, group in itertools.groupby(enumerate(bases), key=lambda pair: pair[1] - pair[0])
-            for group in [list(group)]]
-    return replace(transcript, cds=runs, cds_inferred=True)
+    bases = transcript.positions(transcript.exons)[orf[0] : orf[1]]
+    return replace(transcript, cds=_merge([(at, at + 1) for at in bases]), cds_inferred=True)
 
 
 def inferred_frame_check(transcripts: list[Transcript], genome: str) -> Counter:

@@ -215,10 +215,10 @@ def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
     if not (data / "train_groups.npy").exists():
         raise SystemExit(f"--group-weights needs {data}/train_groups.npy: rebuild the data with this version")
     groups = torch.from_numpy(np.load(data / "train_groups.npy").astype(np.int64))
-    per_group = torch.tensor([cfg.group_weights.get(group, 1.0) for group in GROUPS], dtype=torch.float64)
-    weights = per_group[groups]
     if len(groups) != n_rows:
         raise SystemExit(f"{data}/train_groups.npy does not match train_rows.npy: rebuild the data")
+    per_group = torch.tensor([cfg.group_weights.get(group, 1.0) for group in GROUPS], dtype=torch.float64)
+    weights = per_group[groups]
     if int((weights > 0).sum()) < cfg.batch:
         raise SystemExit(f"--group-weights leaves fewer rows to draw than a batch ({cfg.batch})")
     return lambda step: torch.multinomial(weights, cfg.batch, replacement=False,
