@@ -14,8 +14,12 @@ ENV PYTHONUNBUFFERED=1 \
 RUN useradd --create-home --uid 1000 carbon && mkdir -p /data/hf && chown carbon /data/hf
 WORKDIR /app
 COPY requirements.txt .
-# PyPI's Linux torch wheel is the CUDA build.
-RUN pip install --no-cache-dir -r requirements.txt
+# The PyTorch build the GPU suite was run on (benchmarks/gpu/latest.json: torch 2.11.0+cu130 on an
+# H100): CUDA 13.0, which needs an NVIDIA driver >= 580 on the host and runs on an A10 (sm_86).
+# requirements.txt pins the version the CPU test suite runs on; the rest is installed as pinned there.
+RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cu130 torch==2.11.0 \
+    && grep -v '^torch==' requirements.txt > /tmp/requirements-no-torch.txt \
+    && pip install --no-cache-dir -r /tmp/requirements-no-torch.txt
 COPY --chown=carbon . .
 USER carbon
 VOLUME ["/data/hf"]

@@ -77,11 +77,20 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, 
     bounds = speculative_bounds("cpu", 1, target_shape="tiny", draft_shape="tiny", n_bases=60)
     assert bounds["same_output"] and bounds["always_agreeing_speedup"] > 0 and bounds["useless_draft_ratio"] > 0
 
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access")
+
+    monkeypatch.setattr(module, "scoring_ratios", broken)  # one stage fails: recorded, the others still run
+    report = gpu_report("cpu", ["tiny"], out, repeats=1, run_tests=False)
+    assert report["scoring"] == {"error": "RuntimeError: CUDA error: an illegal memory access"}
+    assert report["failed_stages"] == ["scoring"] and "loading" in report["stage_seconds"]
+    assert "Failed: scoring" in report_table(report) and "| tiny |" in report_table(report)
+
     def cut_short(*args, **kwargs):
-        raise TimeoutError("the slot ended")
+        raise KeyboardInterrupt  # as when the time slot ends
 
     monkeypatch.setattr(module, "scoring_ratios", cut_short)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(KeyboardInterrupt):
         gpu_report("cpu", ["tiny"], out, repeats=1, run_tests=False)
     kept = json.loads(out.read_text())
     assert not kept["complete"] and kept["shapes"]["tiny"]["decode_tok_s"] > 0 and "scoring" not in kept

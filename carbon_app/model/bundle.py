@@ -19,7 +19,7 @@ import torch
 from ..core.tags import TagScheme, load_tag_scheme
 from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
-from .decoder import LeanDecoder
+from .decoder import LeanDecoder, attention_kernels
 from .hub import draft_for, resolve_model_dir
 
 
@@ -67,10 +67,11 @@ class ModelBundle:
     @torch.inference_mode()
     def hidden_states(self, input_ids: torch.Tensor, cache=None):
         """Final-norm hidden states of the decoder (no output projection)."""
-        if self.decoder is not None:
-            return self.decoder(input_ids, cache)
-        out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
-        return out.last_hidden_state
+        with attention_kernels():
+            if self.decoder is not None:
+                return self.decoder(input_ids, cache)
+            out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
+            return out.last_hidden_state
 
     def kmer_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., hidden] -> [..., 4^k] float32 logits over the k-mers only.

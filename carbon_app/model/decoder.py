@@ -22,6 +22,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+#: The attention kernels the engine lets PyTorch choose from. cuDNN's, PyTorch's first choice on an
+#: H100, builds an execution plan for every new shape (about 45 ms there, measured), and the keys of a
+#: decode step are one longer at every step, so each step paid for a new plan; the flash,
+#: memory-efficient and math kernels need none.
+ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def attention_kernels():
+    """A context in which scaled-dot-product attention picks among `ATTENTION_BACKENDS` only."""
+    return sdpa_kernel(ATTENTION_BACKENDS)
 
 
 def _fuse(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -68,9 +68,6 @@ class ModelManager:
         self.fp32_head = fp32_head
         self.trust_remote_code = trust_remote_code
         self.memory_budget_bytes = memory_budget_bytes or _default_budget(self.device)
-        if self.device.type == "cuda":  # the allocator itself then keeps to the budget
-            total = torch.cuda.get_device_properties(self.device).total_memory
-            torch.cuda.set_per_process_memory_fraction(min(1.0, self.memory_budget_bytes / total), self.device)
         self._cache: OrderedDict[str, ModelBundle] = OrderedDict()
         self._loading: dict[str, Future] = {}
         self._lock = threading.Lock()

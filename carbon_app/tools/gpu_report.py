@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -34,6 +35,7 @@ import torch
 from ..core.dna import BASES
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
+from ..model.decoder import attention_kernels
 from .bench import _timed, copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio
 from .synthetic import random_bundle
 
@@ -43,6 +45,11 @@ A10_GIB = 22  # what an A10's 24 GB leave to one process
 def _prompt(bases: int, seed: int = 0) -> str:
     generator = torch.Generator().manual_seed(seed)
     return "".join("ACGT"[i] for i in torch.randint(0, 4, (bases - bases % 6,), generator=generator).tolist())
+
+
+def same_kernels(run):
+    with attention_kernels():
+        return run()
 
 
 def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, tokens: int = 128,
@@ -58,6 +65,7 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
             "prefill": lambda: generate(bundle, prompt, 6, mode="token", temperature=0, seed=0),
             "bp": lambda: generate(bundle, prompt, tokens * 6, mode="bp", temperature=0, seed=0),
             "stock": lambda: bundle.model.generate(ids, **stock),
+            "stock_same_kernels": lambda: same_kernels(lambda: bundle.model.generate(ids, **stock)),
             "design": lambda: generate(bundle, prompt[:60], design_bases, samples=design_samples, temperature=0.9,
                                        seed=0),
         }, repeats)
@@ -71,6 +79,9 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
         "stock_tok_s": tokens / median["stock"],
         "ours_tok_s": tokens / median["token"],
         "ours_over_stock": paired_ratio(times["stock"], times["token"]),
+        # stock again with the engine's choice of attention kernels: what the engine's own code adds
+        "stock_same_kernels_tok_s": tokens / median["stock_same_kernels"],
+        "ours_over_stock_same_kernels": paired_ratio(times["stock_same_kernels"], times["token"]),
         "bp_over_token": paired_ratio(times["bp"], times["token"]),
         "batched64_bp_s": design_samples * design_bases / median["design"],
     }
@@ -222,9 +233,18 @@ def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3
               "complete": False, "stage_seconds": {}, "shapes": {}}
 
     def stage(name: str, measure, key: str, into: dict = report) -> None:
-        """Measure, store the result as into[key], write the report so far."""
+        """Measure, store the result as into[key], write the report so far. A stage that fails is
+        recorded with its error and the report goes on: one broken figure must not cost the others."""
         began = time.perf_counter()
-        value = into[key] = measure()
+        try:
+            value = into[key] = measure()
+        except Exception as error:  # noqa: BLE001 (recorded in the report, traceback printed)
+            traceback.print_exc()
+            value = into[key] = {"error": f"{type(error).__name__}: {error}"[:2000]}
+            report.setdefault("failed_stages", []).append(name)
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
         report["stage_seconds"][name] = round(time.perf_counter() - began, 1)
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"{name} ({report['stage_seconds'][name]:.0f} s): {json.dumps(value)}", flush=True)
@@ -236,8 +256,6 @@ def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3
     for shape in shapes:
         stage(shape, lambda shape=shape: measure_shape(shape, device, report["copy_gb_s"], repeats), shape,
               into=report["shapes"])
-        if device == "cuda":  # the shape's weights are gone with its measurement
-            torch.cuda.empty_cache()
     stage("scoring", lambda: scoring_ratios(device, repeats, shape="500M" if "500M" in shapes else shapes[0]),
           "scoring")
     if "3B" in shapes:
@@ -250,26 +268,30 @@ def gpu_report(device: str, shapes: list[str], out: str | Path, repeats: int = 3
     return report
 
 
+def _measured(value) -> bool:
+    return value is not None and not (isinstance(value, dict) and "error" in value)
+
+
 def report_table(report: dict) -> str:
-    """The report as a Markdown table, for the README."""
+    """The report as a Markdown table, for the README; a stage that failed is named with its error."""
     lines = [f"{report['device']}, torch {report['torch']}, {report['date']}; copy bandwidth "
              f"{report['copy_gb_s']:,.0f} GB/s", "",
-             "| shape | decode tok/s | GB/s | share of copy bandwidth | stock tok/s | ours / stock | bp / token "
-             "| 64-sample design, bases/s |", "|---|---|---|---|---|---|---|---|"]
+             "| shape | decode tok/s | GB/s | share of copy bandwidth | stock tok/s | ours / stock "
+             "| ours / stock, same attention kernels | bp / token | 64-sample design, bases/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for shape, r in report["shapes"].items():
-        lines.append(f"| {shape} | {r['decode_tok_s']:,.0f} | {r['decode_gb_s']:,.0f} | {100 * r['bw_fraction']:.0f}% "
-                     f"| {r['stock_tok_s']:,.0f} | {r['ours_over_stock']:.2f}x | {r['bp_over_token']:.2f} "
-                     f"| {r['batched64_bp_s']:,.0f} |")
-    if "speculative" in report:
-        s = report["speculative"]
+        if _measured(r):
+            lines.append(f"| {shape} | {r['decode_tok_s']:,.0f} | {r['decode_gb_s']:,.0f} "
+                         f"| {100 * r['bw_fraction']:.0f}% | {r['stock_tok_s']:,.0f} | {r['ours_over_stock']:.2f}x "
+                         f"| {r['ours_over_stock_same_kernels']:.2f}x | {r['bp_over_token']:.2f} "
+                         f"| {r['batched64_bp_s']:,.0f} |")
+    if _measured(s := report.get("speculative")):
         lines += ["", f"Speculative {s['target']} + {s['draft']}: always-agreeing draft "
                       f"{s['always_agreeing_speedup']:.2f}x, useless draft {s['useless_draft_ratio']:.2f}x; "
                       f"same output: {s['same_output']}"]
-    if report.get("memory_3B_500M_32k_peak_gib") is not None:
-        lines.append(f"3B + 500M at 32,768 tokens, allocator capped at {A10_GIB} GiB: peak "
-                     f"{report['memory_3B_500M_32k_peak_gib']:.2f} GiB")
-    if "scoring" in report:
-        r = report["scoring"]
+    if _measured(peak := report.get("memory_3B_500M_32k_peak_gib")):
+        lines.append(f"3B + 500M at 32,768 tokens, allocator capped at {A10_GIB} GiB: peak {peak:.2f} GiB")
+    if _measured(r := report.get("scoring")):
         lines.append(f"Scoring ({r['shape']}, {r['window']}-base windows): six frames cost "
                      f"{r['frames_cost']:.2f}x one; a batch of {r['batch_snvs']} SNVs "
                      f"{r['batch_speedup']:.2f}x faster than each alone "
@@ -280,6 +302,7 @@ def report_table(report: dict) -> str:
         lines.append(f"Loading the 8B shape ({loading['checkpoint_gib']:.1f} GiB): straight to the GPU "
                      f"{direct['seconds']:.1f} s, host peak {direct['host_peak_rss_gib']:.1f} GiB; through the CPU "
                      f"{via_cpu['seconds']:.1f} s, host peak {via_cpu['host_peak_rss_gib']:.1f} GiB")
-    if "tests" in report:
-        lines.append(f"GPU tests: {report['tests']['passed']} passed, {report['tests']['failed']} failed")
+    if _measured(tests := report.get("tests")):
+        lines.append(f"GPU tests: {tests['passed']} passed, {tests['failed']} failed")
+    lines += [f"Failed: {name}" for name in report.get("failed_stages", [])]
     return "\n".join(lines)
