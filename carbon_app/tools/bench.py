@@ -170,7 +170,7 @@ def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float
     print(line + "  (goal on a GPU: >= 60%)")
 
 
-def scan_suite(repeats: int, device: str = "cpu") -> None:
+def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = None) -> None:
     """On the bundled demo model: what averaging over the six 6-mer frames costs against the single
     centred window, and the scan against scoring each substitution separately (both frame-averaged,
     each substitution in the same windows, so the deltas must agree)."""
@@ -180,7 +180,7 @@ def scan_suite(repeats: int, device: str = "cpu") -> None:
     from ..inference.score import score_variant
     from ..model.manager import ModelManager
 
-    bundle = ModelManager(device=device).get("carbon-demo")
+    bundle = ModelManager(device=device, dtype=dtype).get("carbon-demo")
     examples = ASSETS / "examples"
     seq = read_fasta(examples / "hbb.fa").sequence
     print(f"\n== variant scoring: {bundle.name}, window {bundle.max_bases:,} bases (its whole context), "
@@ -215,7 +215,7 @@ def scan_suite(repeats: int, device: str = "cpu") -> None:
     print(f"ratio alone / scan:                 {separate_s / scan_s:.1f}x")
 
 
-def vcf_suite(device: str = "cpu", window: int = 1536) -> None:
+def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None = None) -> None:
     """score-vcf on 1,000 SNVs against a loop of single `score_at` calls in the same process, on the bundled
     demo model: 900 clustered as a saturation study writes them (all three alternates at 300 positions of
     HBB's first exon and intron) and 100 scattered over a 60-kb contig, each kind timed on its own."""
@@ -229,7 +229,7 @@ def vcf_suite(device: str = "cpu", window: int = 1536) -> None:
     from ..genome.vcf import score_vcf
     from ..model.manager import ModelManager
 
-    bundle = ModelManager(device=device).get("carbon-demo")
+    bundle = ModelManager(device=device, dtype=dtype).get("carbon-demo")
     hbb = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
     rng = random.Random(7)
     wide = "".join(rng.choice("ACGT") for _ in range(60_000))
@@ -521,6 +521,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suite", default="generation,scan,speculative",
                         help="comma-separated: generation, scan, speculative, vcf, constraints, ray, app, gpu "
                              "(the whole GPU report: see carbon_app.tools.gpu_report)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"],
+                        help="the scan and vcf suites' dtype (default: bfloat16 on a GPU, float32 on a CPU); "
+                             "deltas agree with the one-at-a-time path to 1e-4 in float32 only")
     parser.add_argument("--shapes", default="500M,3B,8B", help="the gpu suite's shapes")
     parser.add_argument("--out", default="benchmarks/gpu/latest.json", help="where the gpu suite writes its report")
     args = parser.parse_args(argv)
@@ -529,10 +532,11 @@ def main(argv: list[str] | None = None) -> None:
         from .gpu_report import gpu_report
 
         gpu_report(args.device, args.shapes.split(","), args.out, repeats=args.repeats)
+    suite_dtype = getattr(torch, args.dtype) if args.dtype else None
     if "scan" in suites:
-        scan_suite(args.repeats, args.device)
+        scan_suite(args.repeats, args.device, suite_dtype)
     if "vcf" in suites:
-        vcf_suite(args.device)
+        vcf_suite(args.device, dtype=suite_dtype)
     if "speculative" in suites:
         speculative_suite(args.repeats)
     if "constraints" in suites:

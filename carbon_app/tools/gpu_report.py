@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import xml.etree.ElementTree as ET
@@ -166,18 +167,49 @@ def memory_at_context(device: str, context: int = 32_768, cap_gib: float = A10_G
         torch.cuda.set_per_process_memory_fraction(1.0)
 
 
+def anonymous_rss_bytes() -> int:
+    """This process's resident anonymous memory (heap and private copies; file-backed pages, such as a
+    memory-mapped checkpoint, are not counted), from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise OSError("/proc/self/status has no RssAnon line")
+
+
+def peak_anonymous_rss(run, interval: float = 0.002) -> tuple[object, int]:
+    """(run's result, the peak of this process's anonymous resident memory while it ran), sampled every
+    `interval` seconds. `ru_maxrss` cannot tell a host copy of a checkpoint from its memory-mapped file's
+    pages, which loading reads either way; this can."""
+    peak, done = [anonymous_rss_bytes()], threading.Event()
+
+    def sample():
+        while not done.wait(interval):
+            peak[0] = max(peak[0], anonymous_rss_bytes())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = run()
+    finally:
+        done.set()
+        sampler.join()
+    return result, max(peak[0], anonymous_rss_bytes())
+
+
 _LOAD_CHILD = """
 import json, resource, sys, time, torch
 from transformers import AutoModelForCausalLM
 from carbon_app.model.bundle import load_bundle
+from carbon_app.tools.gpu_report import peak_anonymous_rss
 path, how = sys.argv[1], sys.argv[2]
 began = time.perf_counter()
-if how == "device_map":
-    load_bundle(path, device=torch.device("cuda"), dtype=torch.bfloat16)
-else:
-    AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).to("cuda")
+def load():
+    if how == "device_map":
+        return load_bundle(path, device=torch.device("cuda"), dtype=torch.bfloat16)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).to("cuda")
+_, anonymous = peak_anonymous_rss(load)
 torch.cuda.synchronize()
-print(json.dumps({"seconds": time.perf_counter() - began,
+print(json.dumps({"seconds": time.perf_counter() - began, "host_peak_anonymous_gib": anonymous / 2**30,
                   "host_peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
 """
 
@@ -300,8 +332,11 @@ def report_table(report: dict) -> str:
     if "seconds" in loading.get("device_map", {}) and "seconds" in loading.get("cpu_first", {}):
         direct, via_cpu = loading["device_map"], loading["cpu_first"]
         lines.append(f"Loading the 8B shape ({loading['checkpoint_gib']:.1f} GiB): straight to the GPU "
-                     f"{direct['seconds']:.1f} s, host peak {direct['host_peak_rss_gib']:.1f} GiB; through the CPU "
-                     f"{via_cpu['seconds']:.1f} s, host peak {via_cpu['host_peak_rss_gib']:.1f} GiB")
+                     f"{direct['seconds']:.1f} s, host peak anonymous memory "
+                     f"{direct.get('host_peak_anonymous_gib', float('nan')):.1f} GiB (RSS "
+                     f"{direct['host_peak_rss_gib']:.1f}); through the CPU {via_cpu['seconds']:.1f} s, "
+                     f"{via_cpu.get('host_peak_anonymous_gib', float('nan')):.1f} GiB "
+                     f"(RSS {via_cpu['host_peak_rss_gib']:.1f})")
     if _measured(tests := report.get("tests")):
         lines.append(f"GPU tests: {tests['passed']} passed, {tests['failed']} failed")
     lines += [f"Failed: {name}" for name in report.get("failed_stages", [])]
