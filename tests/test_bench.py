@@ -68,7 +68,8 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, 
     assert {"device", "torch", "date", "copy_gb_s", "shapes"} <= set(report)
     assert set(report["stage_seconds"]) == {"copy bandwidth", "tiny", "scoring", "loading"}
     figures = report["shapes"]["tiny"]
-    for key in ("decode_tok_s", "decode_gb_s", "bw_fraction", "stock_tok_s", "ours_over_stock", "batched64_bp_s"):
+    for key in ("decode_tok_s", "decode_gb_s", "bw_fraction", "stock_tok_s", "ours_over_stock", "batched64_bp_s",
+                "decode_step_ms", "forward_step_ms", "bandwidth_bound_ms", "ours_over_stock_same_kernels"):
         assert figures[key] > 0, key
     assert "| tiny |" in report_table(report) and "| tiny |" in capsys.readouterr().out
     scoring = report["scoring"]

@@ -53,6 +53,26 @@ def same_kernels(run):
         return run()
 
 
+def forward_step_seconds(bundle, prompt_ids: list[int], steps: int = 100) -> float:
+    """One batch-1 decode forward alone (a replayed CUDA graph where the engine uses one), per step: what
+    a decoded token costs before its 6-mer head, sampling and host round trip."""
+    from ..inference.generate import _prefill
+    from ..model.graphs import forward_over
+
+    synchronize = torch.cuda.synchronize if bundle.device.type == "cuda" else (lambda: None)
+    with torch.inference_mode():
+        cache, _ = _prefill(bundle, prompt_ids, steps + 1, 1)
+        forward = forward_over(bundle, cache, 1)
+        token = torch.full((1, 1), bundle.tokenizer.kmer_start_id, device=bundle.device)
+        forward(token)  # a graph is captured at its first use
+        synchronize()
+        began = time.perf_counter()
+        for _ in range(steps):
+            forward(token)
+        synchronize()
+    return (time.perf_counter() - began) / steps
+
+
 def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, tokens: int = 128,
                   design_samples: int = 64, design_bases: int = 1200) -> dict:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -73,8 +93,12 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
     median = {name: statistics.median(t) for name, t in times.items()}
     step = (median["token"] - median["prefill"]) / (tokens - 1)
     read = decode_step_bytes(bundle, ids.shape[1] + tokens // 2)
+    forward_step = forward_step_seconds(bundle, ids[0].tolist(), steps=min(100, tokens))
     return {
         "decode_tok_s": 1 / step,
+        "decode_step_ms": 1e3 * step,
+        "forward_step_ms": 1e3 * forward_step,  # the decoder alone; the rest of a step is head and sampling
+        "bandwidth_bound_ms": 1e3 * read / (copy_gb_s * 1e9),  # a step's bytes at the copy's rate (bw_fraction's)
         "decode_gb_s": read / step / 1e9,
         "bw_fraction": read / step / 1e9 / copy_gb_s,
         "stock_tok_s": tokens / median["stock"],
