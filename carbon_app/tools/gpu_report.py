@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import xml.etree.ElementTree as ET
@@ -200,24 +200,32 @@ def anonymous_rss_bytes() -> int:
     raise OSError("/proc/self/status has no RssAnon line")
 
 
+_SAMPLER = """
+import select, sys
+pid, interval, peak = sys.argv[1], float(sys.argv[2]), 0
+def anonymous():
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("RssAnon:"))
+print("ready", flush=True)
+while not select.select([sys.stdin], [], [], interval)[0]:  # until the parent closes our stdin
+    peak = max(peak, anonymous())
+print(max(peak, anonymous()))
+"""
+
+
 def peak_anonymous_rss(run, interval: float = 0.002) -> tuple[object, int]:
     """(run's result, the peak of this process's anonymous resident memory while it ran), sampled every
-    `interval` seconds. `ru_maxrss` cannot tell a host copy of a checkpoint from its memory-mapped file's
-    pages, which loading reads either way; this can."""
-    peak, done = [anonymous_rss_bytes()], threading.Event()
-
-    def sample():
-        while not done.wait(interval):
-            peak[0] = max(peak[0], anonymous_rss_bytes())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    `interval` seconds by a separate process: a thread here would wait for the GIL while C code that holds
+    it (a large copy) allocates, and miss the peak. `ru_maxrss` cannot tell a host copy of a checkpoint
+    from its memory-mapped file's pages, which loading reads either way; this can."""
+    sampler = subprocess.Popen([sys.executable, "-c", _SAMPLER, str(os.getpid()), str(interval)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    sampler.stdout.readline()  # sampling has begun
     try:
         result = run()
     finally:
-        done.set()
-        sampler.join()
-    return result, max(peak[0], anonymous_rss_bytes())
+        out, _ = sampler.communicate("")
+    return result, max(int(out), anonymous_rss_bytes())
 
 
 _LOAD_CHILD = """
