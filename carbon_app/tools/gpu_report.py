@@ -191,15 +191,6 @@ def memory_at_context(device: str, context: int = 32_768, cap_gib: float = A10_G
         torch.cuda.set_per_process_memory_fraction(1.0)
 
 
-def anonymous_rss_bytes() -> int:
-    """This process's resident anonymous memory (heap and private copies; file-backed pages, such as a
-    memory-mapped checkpoint, are not counted), from /proc/self/status."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    raise OSError("/proc/self/status has no RssAnon line")
-
-
 _SAMPLER = """
 import select, sys
 pid, interval, peak = sys.argv[1], float(sys.argv[2]), 0
@@ -209,7 +200,7 @@ def anonymous():
 print("ready", flush=True)
 while not select.select([sys.stdin], [], [], interval)[0]:  # until the parent closes our stdin
     peak = max(peak, anonymous())
-print(max(peak, anonymous()))
+print(max(peak, anonymous()))  # the last reading is taken after the run has returned
 """
 
 
@@ -225,7 +216,7 @@ def peak_anonymous_rss(run, interval: float = 0.002) -> tuple[object, int]:
         result = run()
     finally:
         out, _ = sampler.communicate("")
-    return result, max(int(out), anonymous_rss_bytes())
+    return result, int(out)
 
 
 _LOAD_CHILD = """
