@@ -54,6 +54,18 @@ def test_scan_skips_ambiguous_positions_and_writes_tsv(compact):
     assert tsv[1].startswith(f"29\t{seq[28]}\t")
 
 
+@pytest.mark.parametrize("method", ["marginal", "chain"])
+def test_substitutions_beside_ambiguous_bases_score_as_the_variant_tab_scores_them(compact, method):
+    """A 6-mer holding an N is <oov>, with or without a substitution among its other bases: the scan reads the
+    tokens after it as a separate scoring of the alternate window does (every frame, windows of 61 bases)."""
+    seq = SEQ[:40] + "NR" + SEQ[42:90] + "Y" + SEQ[91:]
+    scan = scan_substitutions(compact, seq, 34, 48, window=61, method=method)
+    assert len(scan.rows()) == 3 * 13
+    for pos, ref, alt, delta in scan.rows():
+        assert delta == pytest.approx(score_variant(compact, seq, f"{pos}:{ref}>{alt}", window=61,
+                                                    method=method).delta, abs=1e-4), (pos, alt)
+
+
 @pytest.mark.parametrize("start, end, message", [(0, 5, "at least 1"), (10, 5, "within"), (5, 500, "within"),
                                                  (1.5, 3, "whole number")])
 def test_bad_regions(compact, start, end, message):

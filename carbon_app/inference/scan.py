@@ -213,6 +213,28 @@ def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int]
     return (forward + back[:, complement_columns]) / 2
 
 
+def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.Tensor, real: torch.Tensor,
+                method: str) -> torch.Tensor:
+    """[..., 4^k] k-mer logits, [..., k, 4] present bases, [...] the k-mer index of each token and [..., k]
+    which of its bases are real -> [...] each token's log-likelihood (float64), its per-base terms summed.
+
+    Under the chain rule a token whose bases are all real and plain (one present base each) has terms that
+    sum to its k-mer's log-probability, read straight from the logits: one logsumexp instead of a
+    log-softmax and k more over the 4^k k-mers (the bulk of a scan's head work)."""
+    real = real.expand(allowed.shape[:-1])
+    if method != "chain":
+        per_base = _per_base(kmer_logits.flatten(0, -2), allowed.flatten(0, -3), method).reshape(real.shape)
+        return per_base.masked_fill(~real, 0.0).double().sum(dim=-1)
+    # (a token with an ambiguous base may have no k-mer id: its gathered value is replaced below)
+    sums = (kmer_logits.gather(-1, tokens.clamp(0, kmer_logits.shape[-1] - 1).unsqueeze(-1)).squeeze(-1)
+            - torch.logsumexp(kmer_logits, dim=-1)).double()
+    other = ~((allowed.sum(dim=-1) == 1) & real).all(dim=-1)  # an ambiguous base or a padded end
+    if other.any():
+        terms = chain_logprobs(torch.log_softmax(kmer_logits[other], dim=-1), allowed[other])
+        sums[other] = terms.masked_fill(~real[other], 0.0).double().sum(dim=-1)
+    return sums
+
+
 @torch.inference_mode()
 def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, dict[int, str]]], prefix: str,
                   method: str, what: str) -> list[tuple[dict[int, np.ndarray], float, str]]:
@@ -247,12 +269,10 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     cache = preallocated_cache(config, width)
     hidden = bundle.hidden_states(ids[:, :-1], cache)[:, first:]  # [rows, n_tokens, H]: predicts token i
     ref_kmer_logits = bundle.kmer_logits(hidden)
-    ref_per_base = _per_base(ref_kmer_logits.flatten(0, 1), allowed.flatten(0, 1), method)
-    ref_per_base = ref_per_base.reshape(rows, n_tokens, k).masked_fill(~real, 0.0)
+    kmer_ids = ids[:, first + 1 :]  # [rows, n_tokens]
     # per-token sums in float64: a window's log-likelihood is ~-1,000, where float32 steps by ~6e-5, and a
     # delta is a difference of two such sums
-    ref_token_sums = ref_per_base.double().sum(dim=2)  # [rows, n_tokens]
-    kmer_ids = ids[:, first + 1 :]  # [rows, n_tokens]
+    ref_token_sums = _token_sums(ref_kmer_logits, allowed, kmer_ids - kmer_start, real, method)  # [rows, n_tokens]
 
     by_token: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # token -> (window, position in it, base)
     for r, (lo, _, positions) in enumerate(windows):
@@ -272,17 +292,20 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
                 alt_allowed[i, q % k, b] = True
                 alt_digits[i, q % k] = b
             # the substituted token, scored from the reference pass
-            own = _per_base(ref_kmer_logits[which, t], alt_allowed, method).masked_fill(~real[t], 0.0)
-            change = own.double().sum(dim=1) - ref_token_sums[which, t]
+            alt_kmer = kmer_index(alt_digits)
+            own = _token_sums(ref_kmer_logits[which, t], alt_allowed, alt_kmer, real[t], method)
+            change = own - ref_token_sums[which, t]
             if t + 1 < n_tokens:  # the tokens after it, recomputed from its window's cache cut before it
                 cut = branch(config, cache, first + 1 + t, n_tokens - t, rows=which)
-                alt_token = kmer_start + kmer_index(alt_digits)
+                # a token with an ambiguous base is <oov>, and stays so with another of its bases substituted
+                # (ambiguous positions are not scanned): only a plain token's id follows its bases
+                ref_token = kmer_ids[which, t]
+                alt_token = torch.where(ref_token == bundle.tokenizer.oov_id, ref_token, kmer_start + alt_kmer)
                 suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[which, t + 1 : n_tokens - 1]], dim=1)
                 later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1
-                later = _per_base(bundle.kmer_logits(later_hidden).flatten(0, 1),
-                                  allowed[which, t + 1 :].flatten(0, 1), method)
-                later = later.reshape(len(chunk), -1, k).masked_fill(~real[t + 1 :], 0.0)
-                change = change + (later.double().sum(dim=2) - ref_token_sums[which, t + 1 :]).sum(dim=1)
+                later = _token_sums(bundle.kmer_logits(later_hidden), allowed[which, t + 1 :],
+                                    kmer_ids[which, t + 1 :] - kmer_start, real[t + 1 :], method)
+                change = change + (later - ref_token_sums[which, t + 1 :]).sum(dim=1)
             for i, (r, q, b) in enumerate(chunk):
                 deltas[r][windows[r][0] + q][b] = float(change[i])
     return [(deltas[r], float(ref_token_sums[r].sum()), texts[r]) for r in range(rows)]
