@@ -249,6 +249,16 @@ def test_token_frames_give_each_6mer_its_codon_place_on_either_strand():
     assert set(demo_data.token_frames(trna, list(range(100, 160)))) == {3}
 
 
+def test_token_splice_sites_mark_the_6mers_holding_an_introns_first_or_last_two_bases():
+    # the intron 400-600: its GT at 400-401, its AG at 598-599 (forward, 0-based)
+    plus = Transcript("t", "g", 1, [(100, 400), (600, 1000)], [(150, 400), (600, 900)], "protein_coding")
+    assert list(demo_data.token_splice_sites(plus, range(390, 414))) == [0, 1, 0, 0]  # 396-401 holds 400, 401
+    assert list(demo_data.token_splice_sites(plus, range(593, 611))) == [1, 1, 0]  # 593-598 holds 598; 599-604
+    assert list(demo_data.token_splice_sites(plus, range(605, 593, -1))) == [0, 1]  # backwards: exon 2, then the AG
+    assert list(demo_data.token_splice_sites(plus, range(402, 420))) == [0, 0, 0]  # inside the intron
+    assert not demo_data.token_splice_sites(replace(plus, exons=[(100, 1000)]), range(390, 414)).any()  # no intron
+
+
 def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(monkeypatch, tmp_path):
     """A stop-free open reading frame in two exons: every 6-mer labelled with a codon place has no stop codon
     in that frame, and the labels reach the saved rows beside the tokens."""
@@ -280,12 +290,22 @@ def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(
     from carbon_app.training.tokenizer import demo_tokenizer
 
     tokenizer = demo_tokenizer(tmp_path / "tokenizer")
-    rows, dna_at, frames = demo_data.to_rows(train[:20], tokenizer, tokenizer.text_tokenizer.pad_token_id)
-    for row, at, frame, window in zip(rows, dna_at, frames, train[:20], strict=True):
+    rows, dna_at, frames, splice_marks = demo_data.to_rows(train[:20], tokenizer,
+                                                           tokenizer.text_tokenizer.pad_token_id)
+    for row, at, frame, marks, window in zip(rows, dna_at, frames, splice_marks, train[:20], strict=True):
         n = len(window["seq"]) // 6
         assert list(row[at + 1 : at + 1 + n]) == tokenizer.kmer_ids(window["seq"][: 6 * n])  # labels beside tokens
         assert list(frame[at + 1 : at + 1 + n]) == list(window["frames"][:n])
         assert set(frame[: at + 1]) | set(frame[at + 1 + n :]) <= {-1}  # tags and pads carry none
+        assert list(marks[at + 1 : at + 1 + n]) == list(window["splice_sites"][:n])
+        assert not marks[: at + 1].any() and not marks[at + 1 + n :].any()
+    # the intron 3200-3800 reads GT...AG on the gene's strand: a marked 6-mer holds its G/T or A/G
+    for window in train:
+        marked = [window["seq"][6 * j : 6 * j + 6] for j, mark in enumerate(window["splice_sites"]) if mark]
+        if window["kind"] in ("mrna", "genomic"):
+            assert not marked  # spliced away, or not annotated
+        elif window["kind"] == "splice":
+            assert marked and all(any(pair in token for pair in ("GT", "AG", "AC", "CT")) for token in marked)
 
 
 def test_the_stop_table_and_term_know_each_frame_on_either_strand():
@@ -326,7 +346,7 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     rng = random.Random(0)
     windows = [{"seq": random_dna(WINDOW, i), "species": rng.choice([None, "plant"]),
                 "region": rng.choice([None, "trna"])} for i in range(6)]
-    rows, dna_at, _ = demo_data.to_rows(windows, tokenizer, tokenizer.text_tokenizer.pad_token_id)
+    rows, dna_at, *_ = demo_data.to_rows(windows, tokenizer, tokenizer.text_tokenizer.pad_token_id)
     np.save(data / "train_rows.npy", rows)
     np.save(data / "train_dna_at.npy", dna_at)
     (data / "validation.json").write_text(json.dumps([{"seq": random_dna(624, 99)}]))
@@ -376,6 +396,16 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert any(not torch.equal(stopped[k], plain[k]) for k in plain)  # the stop term reached the decoder
     log = json.loads((stopped_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_stop"] < 1 and log[-1]["train_loss"] > log[-1]["train_ce"]
+    assert card["train_splice_site_tokens"] > 0
+    spliced_dir = train(replace(cfg, name="spliced", splice_weight=1.0, batch=16))
+    spliced_plain = load_file(train(replace(cfg, name="spliced-plain", batch=16)) / "model.safetensors")
+    spliced = load_file(spliced_dir / "model.safetensors")
+    assert any(not torch.equal(spliced[k], spliced_plain[k]) for k in plain)  # the splice term reached the decoder
+    log = json.loads((spliced_dir / "training.json").read_text())["log"]
+    assert log[-1]["train_splice"] > 0
+    (data / "train_splice.npy").unlink()
+    with pytest.raises(SystemExit, match="train_splice.npy"):
+        train(replace(cfg, name="no-marks", splice_weight=1.0))
     (data / "train_frames.npy").unlink()
     with pytest.raises(SystemExit, match="train_frames.npy"):
         train(replace(cfg, name="no-labels", frame_weight=0.5))

@@ -31,7 +31,10 @@ Half the transcript windows are read on the opposite strand (variant scores
 average both strands, so the model must know a gene read backwards too);
 their coding tokens are labelled ANTISENSE + the codon place of their first
 base. Training can read the labels to supervise a reading-frame probe and
-to keep in-frame stop codons out of the coding sequence (`train.py`). Each
+to keep in-frame stop codons out of the coding sequence (`train.py`). The
+6-mers that hold a base of a canonical splice dinucleotide (an intron's first
+or last two bases) are marked too (`train_splice.npy`), for training that
+weighs them more (`train --splice-weight`). Each
 row's group is kept too (`train_groups.npy`), for continued training that
 draws a weak group's windows more often (`train --group-weights`).
 """
@@ -280,15 +283,25 @@ def token_frames(transcript: Transcript, forward: Sequence[int], antisense: bool
                      for at in firsts], dtype=np.int8)
 
 
+def token_splice_sites(transcript: Transcript, forward: Sequence[int]) -> np.ndarray:
+    """1 for each whole 6-mer of a window (its bases' forward indices in `forward`, read on either strand) that
+    holds a base of a canonical splice dinucleotide, an intron's first two or last two bases (GT...AG on the
+    transcript's strand), else 0."""
+    sites = {at for start, end in transcript.introns() for at in (start, start + 1, end - 2, end - 1)}
+    return np.array([any(at in sites for at in forward[i : i + K]) for i in range(0, len(forward) // K * K, K)],
+                    dtype=np.int8)
+
+
 def _window(record: Record, kind: str, transcripts: list[Transcript], rng: random.Random
-            ) -> tuple[str, str | None, np.ndarray] | None:
-    """One training window of `kind` from the train part of `record`: (bases, region, token frames) or None."""
+            ) -> tuple[str, str | None, np.ndarray, np.ndarray] | None:
+    """One training window of `kind` from the train part of `record`: (bases, region, token frames, token
+    splice sites) or None."""
     train_end = split_bounds(len(record.seq))[0]
     if kind == "genomic":
         offset = rng.randrange(0, train_end - WINDOW + 1)
         seq = record.seq[offset : offset + WINDOW]
         return ((reverse_complement(seq) if rng.random() < 0.5 else seq), None,
-                np.full(WINDOW_TOKENS, FRAME_UNKNOWN, dtype=np.int8))
+                np.full(WINDOW_TOKENS, FRAME_UNKNOWN, dtype=np.int8), np.zeros(WINDOW_TOKENS, dtype=np.int8))
     transcript = rng.choice(transcripts)
     region = region_of(transcript)
     if kind == "mrna":
@@ -316,9 +329,10 @@ def _window(record: Record, kind: str, transcripts: list[Transcript], rng: rando
         forward = range(start, start + WINDOW) if transcript.strand == 1 else range(start, start - WINDOW, -1)
     if rng.random() < ANTISENSE_SHARE:  # no region tag: it names a gene read on its own strand
         drop = rng.randrange(0, K)  # as at the 5' end: a 3' end at a stop codon must not fix the frame
-        return (reverse_complement(seq)[drop:], None,
-                token_frames(transcript, forward[::-1][drop:], antisense=True))
-    return seq, region, token_frames(transcript, forward)
+        backward = forward[::-1][drop:]
+        return (reverse_complement(seq)[drop:], None, token_frames(transcript, backward, antisense=True),
+                token_splice_sites(transcript, backward))
+    return seq, region, token_frames(transcript, forward), token_splice_sites(transcript, forward)
 
 
 def _candidates(record: Record, kind: str) -> list[Transcript]:
@@ -358,10 +372,11 @@ def sample_training_windows(records: list[Record], rng: random.Random, mix: dict
             window = _window(record, kind, candidates, rng)
             if window is None or len(window[0]) < MIN_MRNA or not _usable(window[0]):
                 continue
-            seq, region, frames = window
+            seq, region, frames, splice_sites = window
             species, region_tag = _choose_tags(rng, group, region)
             windows.append({"seq": seq, "group": group, "species": species, "region": region_tag,
-                            "gene_region": region, "kind": kind, "record": record.id, "frames": frames})
+                            "gene_region": region, "kind": kind, "record": record.id, "frames": frames,
+                            "splice_sites": splice_sites})
             taken += len(seq)
     rng.shuffle(windows)
     return windows
@@ -414,9 +429,10 @@ def tag_ids(tokenizer, species: str | None, region: str | None) -> list[int]:
     return tokenizer.encode(dna_prompt(scheme.prefix(species, region)))
 
 
-def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token rows [N, 2 + 1 + 252] (left-aligned, right-padded), the index of `<dna>` in each, and the
-    frame label of each row position (FRAME_UNKNOWN on tags and pads).
+def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Token rows [N, 2 + 1 + 252] (left-aligned, right-padded), the index of `<dna>` in each, the
+    frame label of each row position (FRAME_UNKNOWN on tags and pads) and whether each position's 6-mer
+    holds a canonical splice dinucleotide's base (0 on tags and pads).
 
     A window shorter than WINDOW (a short mRNA) keeps its whole 6-mers and is padded."""
     width = 2 + 1 + WINDOW_TOKENS
@@ -424,6 +440,7 @@ def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np
     dtype = np.uint16 if tokenizer.config.min_vocab_size <= 2**16 else np.int32
     rows = np.full((len(windows), width), pad_id, dtype=dtype)
     frames = np.full((len(windows), width), FRAME_UNKNOWN, dtype=np.int8)
+    splice_sites = np.zeros((len(windows), width), dtype=np.int8)
     dna_at = np.zeros(len(windows), dtype=np.int32)
     for i, window in enumerate(windows):
         prefix = tag_ids(tokenizer, window["species"], window["region"])
@@ -431,8 +448,10 @@ def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np
         rows[i, : len(prefix) + len(kmers)] = prefix + kmers
         if window.get("frames") is not None:  # else unknown throughout
             frames[i, len(prefix) : len(prefix) + len(kmers)] = window["frames"][: len(kmers)]
+        if window.get("splice_sites") is not None:
+            splice_sites[i, len(prefix) : len(prefix) + len(kmers)] = window["splice_sites"][: len(kmers)]
         dna_at[i] = len(prefix) - 1
-    return rows, dna_at, frames
+    return rows, dna_at, frames, splice_sites
 
 
 def build(out_dir: Path, raw_dir: Path, seed: int = 0, mix: dict[str, float] = MIX) -> dict:
@@ -453,11 +472,12 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
     validation = sample_eval_windows(records, "validation", 100, held_out)
     test = sample_eval_windows(records, "test", 200, held_out)
     variants = held_out_variant_sets(records, held_out)
-    rows, dna_at, frames = to_rows(train, tokenizer, tokenizer.text_tokenizer.pad_token_id)
+    rows, dna_at, frames, splice_sites = to_rows(train, tokenizer, tokenizer.text_tokenizer.pad_token_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "train_rows.npy", rows)
     np.save(out_dir / "train_dna_at.npy", dna_at)
     np.save(out_dir / "train_frames.npy", frames)
+    np.save(out_dir / "train_splice.npy", splice_sites)  # what `train --splice-weight` weighs
     # each row's group (its index in GROUPS): what `train --group-weights` samples by
     np.save(out_dir / "train_groups.npy", np.array([GROUPS.index(w["group"]) for w in train], dtype=np.int8))
     (out_dir / "validation.json").write_text(json.dumps(validation))
@@ -479,6 +499,7 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
         "train_regions": dict(Counter(w["gene_region"] or "none" for w in train)),
         "train_kinds": dict(Counter(w["kind"] for w in train)),
         "train_token_frames": {frame_name(label): int((frames == label).sum()) for label in FRAME_LABELS},
+        "train_splice_site_tokens": int(splice_sites.sum()),
         "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),

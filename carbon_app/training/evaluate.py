@@ -428,17 +428,19 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
     runs_table = "\n".join(
         f"| {r['config']['name']} | {r['config']['steps']} | {r['config']['lr']:g} | "
         f"{int(r['config']['fns_from'] * r['config']['steps'])} | {r['config'].get('frame_weight') or 0:g} | "
-        f"{r['config'].get('stop_weight') or 0:g} | {shares_text(r['config'].get('group_weights') or {}) or '-'} | "
+        f"{r['config'].get('stop_weight') or 0:g} | {r['config'].get('splice_weight') or 0:g} | "
+        f"{shares_text(r['config'].get('group_weights') or {}) or '-'} | "
         f"{r['config'].get('teacher') or '-'} | "
         f"{r['final']['minutes']:.0f} | {r['final']['val_bits_per_base']:.3f} |" for r in runs)
     continued = "" if len(runs) == 1 else f"""
 Trained in {len(runs)} runs, each continuing from the weights of the one before (`--init`); the last is
 described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
-in-frame stop unlikelihood term; group weights: how many times as often a group's windows were drawn
-(`train --help`).
+in-frame stop unlikelihood term; splice weight: the added cross-entropy of the splice-site 6-mers; group
+weights: how many times as often a group's windows were drawn (`train --help`).
 
-| run | steps | peak lr | FNS from | frame weight | stop weight | group weights | teacher | minutes | val. bits/base |
-|---|---|---|---|---|---|---|---|---|---|
+| run | steps | peak lr | FNS from | frame weight | stop weight | splice weight | group weights | teacher | minutes \
+| val. bits/base |
+|---|---|---|---|---|---|---|---|---|---|---|
 {runs_table}
 """
     regenerate = "\n".join(f"    {command}" for command in commands)

@@ -17,7 +17,11 @@ head avoid in-frame stop codons. With `--stop-weight`, the 6-mer head is
 also told so directly where the labels know the frame: an unlikelihood term,
 -log(1 - p), on the probability p it gives 6-mers that would put a stop
 codon in the labelled frame (of the gene read forwards or backwards), at
-every coding token whose true 6-mer holds none. Both read the annotation of
+every coding token whose true 6-mer holds none. With `--splice-weight`, the
+6-mers that hold a base of a canonical splice dinucleotide (the GT and AG at
+an intron's ends) get their cross-entropy added again with that weight: they
+are a few in ten thousand tokens, and the splice signal variant scores are
+read for is lost in the mean otherwise. All three read the annotation of
 the training genes only; the probe is training scaffolding, not part of the
 saved model, which stays a plain Llama decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
@@ -84,6 +88,7 @@ class TrainConfig:
     minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
     frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
     stop_weight: float = 0.0  # weight of the in-frame stop unlikelihood term added to the loss (0: none)
+    splice_weight: float = 0.0  # weight of the splice-site 6-mers' cross-entropy added to the loss (0: none)
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
 
     @property
@@ -174,10 +179,12 @@ def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tenso
 
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
-                probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None):
+                probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
+                splice_sites: torch.Tensor | None = None):
     """Cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer targets, (with a
-    probe and the rows' frame labels) the reading-frame loss and (with the in-frame stop table) the stop
-    unlikelihood."""
+    probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop table) the stop
+    unlikelihood and (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers (0
+    where a batch holds none)."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
@@ -201,7 +208,12 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="batchmean")
     stop = (stop_loss(logprobs, kmer, frames[:, 1:][keep], stops) if stops is not None
             else torch.zeros((), device=rows.device))
-    return ce, fns, kl, frame, stop
+    splice = torch.zeros((), device=rows.device)
+    if splice_sites is not None:
+        at_site = splice_sites[:, 1:][keep].bool()
+        if at_site.any():
+            splice = F.nll_loss(logprobs[at_site], kmer[at_site])
+    return ce, fns, kl, frame, stop, splice
 
 
 def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
@@ -252,6 +264,11 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             raise SystemExit(f"{data}/train_frames.npy has labels this version does not know: rebuild the data")
     if cfg.stop_weight:
         stops = in_frame_stops(tokenizer.k).to(cfg.device)
+    splice_sites = None
+    if cfg.splice_weight:
+        if not (data / "train_splice.npy").exists():
+            raise SystemExit(f"--splice-weight needs {data}/train_splice.npy: rebuild the data with this version")
+        splice_sites = torch.from_numpy(np.load(data / "train_splice.npy"))
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
     if cfg.init:
@@ -299,15 +316,16 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            ce, fns, kl, frame, stop = kmer_losses(
+            ce, fns, kl, frame, stop, splice = kmer_losses(
                 model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
-                None if frames is None else frames[batch_index].to(cfg.device), stops)
+                None if frames is None else frames[batch_index].to(cfg.device), stops,
+                None if splice_sites is None else splice_sites[batch_index].to(cfg.device))
         loss = 0.5 * (ce + fns) if with_fns else ce
         if teacher is not None:
             loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
         if probe is not None:
             loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * frame
-        loss = loss + cfg.stop_weight * stop
+        loss = loss + cfg.stop_weight * stop + cfg.splice_weight * splice
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -325,7 +343,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if step % 50 == 0 or step == cfg.steps:
             fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
-                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {stop.item():.4f}  "
+                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {stop.item():.4f}  splice {splice.item():.4f}  "
                   f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -335,7 +353,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(),
                      "train_fns": fns.item() if with_fns else None,
                      "train_frame": frame.item() if probe is not None else None,
-                     "train_stop": stop.item() if stops is not None else None, "val_ce": v_ce.item(),
+                     "train_stop": stop.item() if stops is not None else None,
+                     "train_splice": splice.item() if splice_sites is not None else None, "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
             log.append(entry)
@@ -380,7 +399,7 @@ def train_command(config: dict, init: str | None) -> str:
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
     for key in ("name", "init", "teacher", "steps", "lr", "fns_from", *SHAPE, "frame_weight", "stop_weight",
-                "group_weights"):
+                "splice_weight", "group_weights"):
         value = init if key == "init" else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
@@ -437,6 +456,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stop-weight", type=argument_type(lambda text: real_number(text, "--stop-weight", 0, 10)),
                         help="weight of an unlikelihood term on 6-mers with a stop codon in a labelled coding "
                              "frame (default 0: none); needs data built with train_frames.npy")
+    parser.add_argument("--splice-weight",
+                        type=argument_type(lambda text: real_number(text, "--splice-weight", 0, 10)),
+                        help="weight of the cross-entropy of the 6-mers holding a canonical splice "
+                             "dinucleotide's base, added to the loss (default 0: none); needs data built with "
+                             "train_splice.npy")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
@@ -444,7 +468,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", *SHAPE, "minutes", "frame_weight",
-                "stop_weight", "group_weights"):
+                "stop_weight", "splice_weight", "group_weights"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
