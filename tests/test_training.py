@@ -397,6 +397,8 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     log = json.loads((stopped_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_stop"] < 1 and log[-1]["train_loss"] > log[-1]["train_ce"]
     assert card["train_splice_site_tokens"] > 0
+    with pytest.raises(SystemExit, match="no training data in .*carbon_app.training.data --out"):
+        train(replace(cfg, data=str(tmp_path / "elsewhere")))
     spliced_dir = train(replace(cfg, name="spliced", splice_weight=1.0, batch=16))
     spliced_plain = load_file(train(replace(cfg, name="spliced-plain", batch=16)) / "model.safetensors")
     spliced = load_file(spliced_dir / "model.safetensors")

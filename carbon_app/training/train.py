@@ -250,6 +250,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if cfg.bf16_autocast is None:
         cfg = replace(cfg, bf16_autocast=native_bf16(cfg.device))
     data = Path(cfg.data)
+    if not (data / "train_rows.npy").exists() or not (data / "tokenizer").is_dir():
+        raise SystemExit(f"no training data in {data}: build it first with "
+                         f"`python -m carbon_app.training.data --out {data}`")
     text = PreTrainedTokenizerFast.from_pretrained(str(data / "tokenizer"))
     dna_config = DnaConfig.from_file(data / "tokenizer" / "dna_config.json")
     tokenizer = CarbonTokenizer(dna_config, text)
