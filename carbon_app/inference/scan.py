@@ -230,7 +230,7 @@ def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.
             - torch.logsumexp(kmer_logits, dim=-1)).double()
     other = ~((allowed.sum(dim=-1) == 1) & real).all(dim=-1)  # an ambiguous base or a padded end
     if other.any():
-        terms = chain_logprobs(torch.log_softmax(kmer_logits[other], dim=-1), allowed[other])
+        terms = _per_base(kmer_logits[other], allowed[other], method)
         sums[other] = terms.masked_fill(~real[other], 0.0).double().sum(dim=-1)
     return sums
 
