@@ -163,6 +163,19 @@ def test_auroc_counts_ties_half():
     assert auroc([3, 4], [1, 2]) == 1 and auroc([1, 2], [3, 4]) == 0 and auroc([1, 2], [2, 1]) == 0.5
 
 
+def test_evaluate_names_what_a_draft_only_measurement_lacks(tmp_path, capsys):
+    from carbon_app.training.evaluate import main as evaluate_main
+
+    saved = tmp_path / "eval.json"
+    saved.write_text(json.dumps({"target": {}}))
+    for argv, named in ((["--measure-draft", "--draft", "d"], "--measure-draft needs --results"),
+                        (["--measure-draft", "--results", str(saved)], "and --draft"),
+                        (["--results", str(saved)], "not the results of an evaluation (no markov")):
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate_main(["--target", "t", *argv])
+        assert exit_info.value.code == 2 and named in capsys.readouterr().err
+
+
 def test_taxonomy_groups_and_chromosome_17_guard():
     assert _group_of_taxonomy(["Eukaryota", "Metazoa", "Chordata", "Craniata", "Vertebrata", "Mammalia"]) == "mammal"
     assert _group_of_taxonomy(["Eukaryota", "Metazoa", "Chordata", "Craniata", "Vertebrata", "Aves"]) == "vertebrate"
@@ -442,7 +455,8 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--steps", "0", "--steps must be at least 1, not 0"),
                                  ("--lr", "0", "--lr must be above 0 and at most 1, not 0"),
                                  ("--lr", "inf", "--lr must be above 0 and at most 1, not inf"),
-                                 ("--fns-from", "1.5", "--fns-from must be between 0 and 1, not 1.5")):
+                                 ("--fns-from", "1.5", "--fns-from must be between 0 and 1, not 1.5"),
+                                 ("--distill-weight", "0.9", "--distill-weight is for a draft (--preset draft)")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
@@ -527,7 +541,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
     stop = run("stop", str(probe), steps=465, lr=6e-4, fns_from=0.0, frame_weight=0.3, stop_weight=2.0,
                group_weights={"mammal": 3.0, "vertebrate": 0.5})
-    draft = run("draft", None, preset="draft", steps=240, teacher=str(stop), heads=2, kv_heads=1)
+    draft = run("draft", None, preset="draft", steps=240, teacher=str(stop), heads=2, kv_heads=1, distill_weight=0.9)
     lineage = training_lineage(stop)
     assert [r["config"]["name"] for r in lineage] == ["carbon-demo", "probe", "stop"]
     assert training_lineage(draft)[0]["config"]["teacher"] == str(stop)
@@ -538,14 +552,15 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert commands[0] == "python -m carbon_app.training.train --preset target"  # the preset as it stands
     assert commands[2].endswith("--name stop --init " + str(probe) + " --steps 465 --lr 0.0006 --fns-from 0 "
                                 "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
+    assert commands[-1].endswith(f"--teacher {stop} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
     for command in commands:
         words = shlex.split(command)
         assert words[:3] == ["python", "-m", "carbon_app.training.train"]
         train_module.main(words[3:] + ["--out-root", str(tmp_path)])
     for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
         wanted = run_record["config"]
-        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "group_weights", "teacher",
-                    "hidden", "layers", "heads", "kv_heads"):
+        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "splice_weight",
+                    "group_weights", "teacher", "distill_weight", "hidden", "layers", "heads", "kv_heads"):
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
     assert [cfg.init for cfg in seen[:3]] == [None, str(scratch), str(probe)]  # each from the one before's output
 
@@ -575,7 +590,7 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     import shutil
 
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.training.evaluate import evaluate, install, own_saved_figures, quality_summary
+    from carbon_app.training.evaluate import evaluate, install, measure_draft, own_saved_figures, quality_summary
     from carbon_app.training.train import TrainConfig, train
 
     monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
@@ -602,6 +617,8 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     assert coding["variants"] == {"mammal": 4} and splice["variants"] == {"mammal": 8}
     assert 0 <= coding["auroc"]["all"] <= 1 and 0 <= splice["auroc"]["all"] <= 1
     assert 0 <= results["draft_greedy_agreement"]["token"] <= 1
+    again = measure_draft(target, draft, data, device="cpu")  # a draft distilled again: measured alone
+    assert again == {key: results[key] for key in ("draft", "draft_greedy_agreement")}
 
     assets = tmp_path / "assets"
     install(target, draft, results, assets)

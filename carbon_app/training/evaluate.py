@@ -341,11 +341,23 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
         results["previous_variants"] = variant_signal(model_delta(previous), variant_sets)
         results["previous_figures"] = "measured"
     if draft_dir is not None:
-        draft = load(draft_dir)
-        print("draft recovery and greedy agreement with the target", flush=True)
-        results["draft"] = model_recovery(draft, test, with_species=False)
-        results["draft_greedy_agreement"] = greedy_agreement(target, draft, test[::6])
+        results.update(draft_figures(target, load(draft_dir), test))
     return results
+
+
+def draft_figures(target, draft, test: list[dict]) -> dict:
+    """The draft's own figures: its recovery, and how often its greedy 6-mer equals the target's."""
+    print("draft recovery and greedy agreement with the target", flush=True)
+    return {"draft": model_recovery(draft, test, with_species=False),
+            "draft_greedy_agreement": greedy_agreement(target, draft, test[::6])}
+
+
+@torch.inference_mode()
+def measure_draft(target_dir: Path, draft_dir: Path, data: Path, device: str = "cpu") -> dict:
+    """`draft_figures` alone, for a draft distilled again for a target already measured."""
+    target, draft = (load_bundle(str(d), device=torch.device(device), dtype=torch.float32)
+                     for d in (target_dir, draft_dir))
+    return draft_figures(target, draft, json.loads((data / "test.json").read_text()))
 
 
 def own_method(results: dict) -> str:
@@ -598,9 +610,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path,
                         help="take the figures from these saved results (an earlier --json) instead of measuring "
                              "again: writes the cards and installs only")
+    parser.add_argument("--measure-draft", action="store_true",
+                        help="with --results and --draft: measure the draft's figures again (a draft distilled "
+                             "again for the same target) and keep the saved target's")
     args = parser.parse_args(argv)
+    if args.measure_draft and not (args.results and args.draft):
+        parser.error("--measure-draft needs --results (the target's saved figures) and --draft (the draft to measure)")
     if args.results:
         results = saved_results(args.results, parser)
+        if args.measure_draft:
+            results.update(measure_draft(args.target, args.draft, args.data, device=args.device))
     else:
         results = evaluate(args.target, args.draft, args.data, args.previous, device=args.device)
     results["quality"] = quality_summary(results)

@@ -402,7 +402,7 @@ def train_command(config: dict, init: str | None) -> str:
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
     for key in ("name", "init", "teacher", "steps", "lr", "fns_from", *SHAPE, "frame_weight", "stop_weight",
-                "splice_weight", "group_weights"):
+                "splice_weight", "group_weights", "distill_weight"):
         value = init if key == "init" else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
@@ -445,6 +445,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="share of the steps after which FNS joins the loss "
                         "(0: from the start, as suits continued training)")
     parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
+    parser.add_argument("--distill-weight",
+                        type=argument_type(lambda text: real_number(text, "--distill-weight", 0, 1)),
+                        help="a draft's share of the loss given to the KL divergence from its teacher (the draft "
+                             "preset's 0.5; nearer 1, it follows the teacher more and the data less)")
     shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
                                       "batch than these 2-core presets)")
     for key in SHAPE:
@@ -469,9 +473,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
                              "mammal=3 (default: every row alike); needs data built with train_groups.npy")
     args = parser.parse_args(argv)
+    if args.distill_weight is not None and args.preset != "draft":
+        parser.error("--distill-weight is for a draft (--preset draft): a target has no teacher")
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", *SHAPE, "minutes", "frame_weight",
-                "stop_weight", "splice_weight", "group_weights"):
+                "stop_weight", "splice_weight", "group_weights", "distill_weight"):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
