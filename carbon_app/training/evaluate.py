@@ -279,13 +279,15 @@ def own_saved_figures(model_dir: Path, data: Path) -> tuple[dict, dict] | None:
     return (saved["target"], saved["target_variants"]) if same else None
 
 
+def load_float32(model_dir: Path, device: str):
+    """A model as the evaluation runs it: float32 on `device`."""
+    return load_bundle(str(model_dir), device=torch.device(device), dtype=torch.float32)
+
+
 def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir: Path | None = None,
              device: str = "cpu") -> dict:
     """Every figure of the cards. The models run in float32 on `device`, so a GPU gives the CPU's
     figures (up to the order of float sums) in a fraction of the time."""
-
-    def load(model_dir: Path):
-        return load_bundle(str(model_dir), device=torch.device(device), dtype=torch.float32)
 
     validation = json.loads((data / "validation.json").read_text())
     test = json.loads((data / "test.json").read_text())
@@ -318,7 +320,7 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
           flush=True)
     print("variant effects under the Markov baseline", flush=True)
     results["markov_variants"] = variant_signal(markov_delta(markov, scoring_order), variant_sets)
-    target = load(target_dir)
+    target = load_float32(target_dir, device)
     print("target recovery, no tag / own species tag", flush=True)
     results["target"] = model_recovery(target, test, with_species=False)
     results["target_species_tag"] = model_recovery(target, test, with_species=True)
@@ -336,12 +338,12 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
         results["previous_figures"] = "saved"
     elif previous_dir is not None:
         print("previous model: recovery and variant effects", flush=True)
-        previous = load(previous_dir)
+        previous = load_float32(previous_dir, device)
         results["previous"] = model_recovery(previous, test, with_species=False)
         results["previous_variants"] = variant_signal(model_delta(previous), variant_sets)
         results["previous_figures"] = "measured"
     if draft_dir is not None:
-        results.update(draft_figures(target, load(draft_dir), test))
+        results.update(draft_figures(target, load_float32(draft_dir, device), test))
     return results
 
 
@@ -355,8 +357,7 @@ def draft_figures(target, draft, test: list[dict]) -> dict:
 @torch.inference_mode()
 def measure_draft(target_dir: Path, draft_dir: Path, data: Path, device: str = "cpu") -> dict:
     """`draft_figures` alone, for a draft distilled again for a target already measured."""
-    target, draft = (load_bundle(str(d), device=torch.device(device), dtype=torch.float32)
-                     for d in (target_dir, draft_dir))
+    target, draft = (load_float32(d, device) for d in (target_dir, draft_dir))
     return draft_figures(target, draft, json.loads((data / "test.json").read_text()))
 
 
