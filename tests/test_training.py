@@ -168,11 +168,15 @@ def test_evaluate_names_what_a_draft_only_measurement_lacks(tmp_path, capsys):
 
     saved = tmp_path / "eval.json"
     saved.write_text(json.dumps({"target": {}}))
-    for argv, named in ((["--measure-draft", "--draft", "d"], "--measure-draft needs --results"),
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    for argv, named in ((["--measure-draft", "--draft", str(model)], "--measure-draft needs --results"),
                         (["--measure-draft", "--results", str(saved)], "and --draft"),
-                        (["--results", str(saved)], "not the results of an evaluation (no markov")):
+                        (["--results", str(saved)], "not the results of an evaluation (no markov"),
+                        (["--draft", str(tmp_path / "nope")], f"--draft {tmp_path / 'nope'}: not a model folder")):
         with pytest.raises(SystemExit) as exit_info:
-            evaluate_main(["--target", "t", *argv])
+            evaluate_main(["--target", str(model), *argv])
         assert exit_info.value.code == 2 and named in capsys.readouterr().err
 
 

@@ -615,6 +615,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --results and --draft: measure the draft's figures again (a draft distilled "
                              "again for the same target) and keep the saved target's")
     args = parser.parse_args(argv)
+    for flag, folder in (("--target", args.target), ("--draft", args.draft), ("--previous", args.previous)):
+        if folder is not None and not (folder / "config.json").is_file():
+            parser.error(f"{flag} {folder}: not a model folder (no config.json); a run's model is runs/<name>/model")
     if args.measure_draft and not (args.results and args.draft):
         parser.error("--measure-draft needs --results (the target's saved figures) and --draft (the draft to measure)")
     if args.results:
