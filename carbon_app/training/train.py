@@ -52,6 +52,8 @@ from ..inference.marginals import k_of, kmer_digits, log_marginals
 from .data import ANTISENSE, FRAME_LABELS, GROUPS, NOT_CODING, named_shares, trained_tag_scheme
 
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
+# the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
+OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "group_weights", "distill_weight")
 PRESETS = {
     "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=2800),
     "draft": dict(name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352, steps=600,
@@ -401,8 +403,7 @@ def train_command(config: dict, init: str | None) -> str:
     preset = "draft" if config.get("teacher") else "target"
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "init", "teacher", "steps", "lr", "fns_from", *SHAPE, "frame_weight", "stop_weight",
-                "splice_weight", "group_weights", "distill_weight"):
+    for key in ("name", "init", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
@@ -476,8 +477,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.distill_weight is not None and args.preset != "draft":
         parser.error("--distill-weight is for a draft (--preset draft): a target has no teacher")
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
-    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", *SHAPE, "minutes", "frame_weight",
-                "stop_weight", "splice_weight", "group_weights", "distill_weight"):
+    for key in ("steps", "init", "name", "lr", "device", "fns_from", "compile", *SHAPE, "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher:
