@@ -352,11 +352,9 @@ def test_markov_baseline_learns_what_it_saw():
     assert accuracy(markov.recover(context, 30, order=0), truth) < 1
 
 
-def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
-    from carbon_app.inference.generate import generate
-    from carbon_app.model.bundle import load_bundle
+def _tiny_training_data(tmp_path):
+    """Six random-DNA training windows (some tagged plant / tRNA) and one validation window, with their tokenizer."""
     from carbon_app.training.tokenizer import demo_tokenizer
-    from carbon_app.training.train import TrainConfig, train
 
     data = tmp_path / "data"
     tokenizer = demo_tokenizer(data / "tokenizer")
@@ -370,6 +368,15 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     (data / "data_card.json").write_text(json.dumps({"groups": {"plant": {"train_windows": 3},
                                                                "prokaryote": {"train_windows": 3}},
                                                     "train_regions": {"trna": 2, "none": 4}}))
+    return data, tokenizer
+
+
+def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
+    from carbon_app.inference.generate import generate
+    from carbon_app.model.bundle import load_bundle
+    from carbon_app.training.train import TrainConfig, train
+
+    data, tokenizer = _tiny_training_data(tmp_path)
     cfg = TrainConfig(name="tiny", data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2,
                       kv_heads=1, ffn=64, steps=4, batch=2, warmup=1, eval_every=2, compile=False)
     out = train(cfg)
@@ -384,6 +391,100 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     assert list(bundle.tags.species) == ["plant"] and list(bundle.tags.regions) == ["trna"]  # what it saw
     result = generate(bundle, "ACGTAC", 20, species="plant", region="trna", seed=1)
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20
+
+
+def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_do(tmp_path, monkeypatch):
+    """`--init-layers`: the cut model is the target's embeddings, first layers, final norm and head (its
+    logits equal the target's own, read after those layers); it trains as a draft, records its real shape,
+    and the command written for it gives the cut back."""
+    import shlex
+
+    from transformers import LlamaForCausalLM
+
+    from carbon_app.training import train as train_module
+    from carbon_app.training.evaluate import lineage_commands
+    from carbon_app.training.train import PRESETS, TrainConfig, first_layers, train, training_lineage
+
+    data, tokenizer = _tiny_training_data(tmp_path)
+    target_dir = train(TrainConfig(name="target", data=str(data), out_root=str(tmp_path / "runs"), hidden=32,
+                                   layers=3, heads=2, kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2,
+                                   compile=False))
+    target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    ids = torch.tensor([tokenizer.encode("<dna>" + random_dna(60, 3))])
+    with torch.no_grad():
+        after_two = target(ids, output_hidden_states=True).hidden_states[2]  # the second layer's output
+        wanted = target.lm_head(target.model.norm(after_two))
+        cut = first_layers(LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval(), 2)
+        torch.testing.assert_close(cut(ids).logits, wanted)
+    for keep in (0, 3):
+        with pytest.raises(SystemExit, match=f"--init-layers {keep}: the --init model has 3 decoder layers"):
+            first_layers(LlamaForCausalLM.from_pretrained(target_dir), keep)
+
+    cfg = replace(replace(TrainConfig(), **PRESETS["draft"]), name="draft", data=str(data),
+                  out_root=str(tmp_path / "runs"), init=str(target_dir), init_layers=1, teacher=str(target_dir),
+                  steps=2, batch=2, warmup=1, eval_every=2, compile=False)
+    draft_dir = train(cfg)
+    saved = LlamaForCausalLM.from_pretrained(draft_dir)
+    assert saved.config.num_hidden_layers == 1 and saved.config.hidden_size == 32
+    lineage = training_lineage(draft_dir)
+    assert [r["config"]["name"] for r in lineage] == ["target", "draft"]  # its weights came through the target
+    assert (lineage[-1]["config"]["layers"], lineage[-1]["config"]["hidden"]) == (1, 32)  # not the preset's
+    command = lineage_commands(lineage)[-1]
+    assert f"--init {target_dir} --init-layers 1 --teacher {target_dir}" in command
+    seen = []
+    monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
+    train_module.main(shlex.split(command)[3:] + ["--out-root", str(tmp_path / "runs")])
+    assert (seen[0].init, seen[0].init_layers, seen[0].teacher) == (str(target_dir), 1, str(target_dir))
+
+
+def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a_draft(tmp_path, monkeypatch):
+    """draft_data: each row keeps its training window's tags, `<dna>` and first 96 6-mers, then holds the
+    target's continuation (greedy rows: its argmax at every position, read back without a cache); the seed
+    fixes the sampled rows; the folder trains a draft; a folder without whole-length windows is named."""
+    from transformers import LlamaForCausalLM
+
+    from carbon_app.training import draft_data
+    from carbon_app.training.train import PRESETS, TrainConfig, train
+
+    data, tokenizer = _tiny_training_data(tmp_path)
+    target_dir = train(TrainConfig(name="target", data=str(data), out_root=str(tmp_path / "runs"), hidden=32,
+                                   layers=2, heads=2, kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2,
+                                   compile=False))
+    monkeypatch.setattr(draft_data, "CONTEXT_TOKENS", 200)  # fewer steps to write: 52 per row
+    written = draft_data.write_target_rows(target_dir, data, tmp_path / "draft-data", n_rows=4, batch=3)
+    assert written["rows"] == 4
+    rows = np.load(tmp_path / "draft-data" / "train_rows.npy")
+    dna_at = np.load(tmp_path / "draft-data" / "train_dna_at.npy")
+    source = np.load(data / "train_rows.npy")
+    start = dna_at + 1 + 200
+    for row, at in zip(rows, start, strict=True):  # each row begins as one of the training windows
+        assert any(np.array_equal(row[:at], s[:at]) for s in source)
+    assert ((rows >= tokenizer.kmer_start_id) & (rows < tokenizer.kmer_start_id + 4**6))[:, 3:].all()
+    model = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.from_numpy(rows[:2].astype(np.int64))).logits  # the first half: greedy
+    kmers = logits[..., tokenizer.kmer_start_id : tokenizer.kmer_start_id + 4**6]
+    for i, at in enumerate(start[:2]):
+        chosen = kmers[i, at - 1 : -1].argmax(-1) + tokenizer.kmer_start_id
+        assert torch.equal(chosen, torch.from_numpy(rows[i, at:].astype(np.int64)))
+    with torch.no_grad():  # the second half is sampled: not the greedy choice throughout
+        logits = model(input_ids=torch.from_numpy(rows[2:].astype(np.int64))).logits
+    kmers = logits[..., tokenizer.kmer_start_id : tokenizer.kmer_start_id + 4**6]
+    greedy = [kmers[i, at - 1 : -1].argmax(-1) + tokenizer.kmer_start_id for i, at in enumerate(start[2:])]
+    assert not all(torch.equal(g, torch.from_numpy(rows[2 + i, at:].astype(np.int64)))
+                   for i, (g, at) in enumerate(zip(greedy, start[2:], strict=True)))
+    for row, at in zip(rows, dna_at, strict=True):
+        assert row[at] == tokenizer.open_id  # each row's `<dna>` where its dna_at says
+    draft_data.write_target_rows(target_dir, data, tmp_path / "again", n_rows=4, batch=3)
+    assert np.array_equal(np.load(tmp_path / "again" / "train_rows.npy"), rows)  # seeded sampling
+    cfg = replace(replace(TrainConfig(), **PRESETS["draft"]), data=str(tmp_path / "draft-data"),
+                  out_root=str(tmp_path / "runs"), teacher=str(target_dir), hidden=32, layers=1, heads=2,
+                  kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2, compile=False)
+    card = json.loads((train(cfg) / "training.json").read_text())["data_card"]
+    assert card["target_rows"]["teacher"] == str(target_dir)
+    np.save(data / "train_rows.npy", source[:, :100])  # no window long enough
+    with pytest.raises(SystemExit, match="no whole-length window"):
+        draft_data.write_target_rows(target_dir, data, tmp_path / "none", n_rows=4)
 
 
 def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_model(tmp_path, monkeypatch):
