@@ -444,7 +444,8 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
     from transformers import LlamaForCausalLM
 
     from carbon_app.training import draft_data
-    from carbon_app.training.train import PRESETS, TrainConfig, train
+    from carbon_app.training.evaluate import lineage_commands
+    from carbon_app.training.train import PRESETS, TrainConfig, train, training_lineage
 
     data, tokenizer = _tiny_training_data(tmp_path)
     target_dir = train(TrainConfig(name="target", data=str(data), out_root=str(tmp_path / "runs"), hidden=32,
@@ -480,8 +481,13 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
     cfg = replace(replace(TrainConfig(), **PRESETS["draft"]), data=str(tmp_path / "draft-data"),
                   out_root=str(tmp_path / "runs"), teacher=str(target_dir), hidden=32, layers=1, heads=2,
                   kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2, compile=False)
-    card = json.loads((train(cfg) / "training.json").read_text())["data_card"]
+    draft_dir = train(cfg)
+    card = json.loads((draft_dir / "training.json").read_text())["data_card"]
     assert card["target_rows"]["teacher"] == str(target_dir)
+    commands = lineage_commands(training_lineage(draft_dir))  # the data command, then the run that read it
+    assert commands[0] == (f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
+                           f"--out {tmp_path / 'draft-data'} --rows 4")
+    assert f"--data {tmp_path / 'draft-data'} --teacher {target_dir}" in commands[1]
     np.save(data / "train_rows.npy", source[:, :100])  # no window long enough
     with pytest.raises(SystemExit, match="no whole-length window"):
         draft_data.write_target_rows(target_dir, data, tmp_path / "none", n_rows=4)
@@ -756,7 +762,7 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     install(continued, None, again, assets)
     card = (assets / "carbon-demo" / "README.md").read_text()
     assert "Trained in 2 runs" in card and "| continued | 2 |" in card and "| plant=2 |" in card
-    assert f"--name continued --init {target} --steps 2" in card and "--group-weights plant=2" in card
+    assert f"--name continued --data {data} --init {target} --steps 2" in card and "--group-weights plant=2" in card
     assert "previous carbon-demo figures are its own, saved when it was installed" in card
     lineage = json.loads((assets / "carbon-demo" / "training.json").read_text())["lineage"]
     assert [run["config"]["name"] for run in lineage] == ["carbon-demo"]

@@ -552,7 +552,8 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         pairs.append((draft_dir, "carbon-demo-draft", {"role": "draft", "target": "carbon-demo"}))
     # read before anything is copied: a run continued from the installed model names it as its start
     lineages = {name: training_lineage(source) for source, name, _ in pairs}
-    commands = [command for name in lineages for command in lineage_commands(lineages[name])]
+    # a draft begun from its target (`--init-layers`) came through the target's runs too: each once
+    commands = list(dict.fromkeys(command for name in lineages for command in lineage_commands(lineages[name])))
     outputs = {name: model_folder(lineage[-1]["config"]["out_root"], lineage[-1]["config"]["name"])
                for name, lineage in lineages.items()}
     commands.append(f"python -m carbon_app.training.evaluate --target {outputs['carbon-demo']} "
@@ -579,6 +580,9 @@ def lineage_commands(lineage: list[dict]) -> list[str]:
     """The training commands of a model's runs in order, each continuing from the one before's output."""
     commands, previous = [], None
     for run in lineage:
+        if rows := run.get("target_rows"):
+            commands.append(f"python -m carbon_app.training.draft_data --teacher {rows['teacher']} "
+                            f"--data {rows['source']} --out {run['config']['data']} --rows {rows['rows']}")
         commands.append(train_command(run["config"], previous))
         previous = str(model_folder(run["config"]["out_root"], run["config"]["name"]))
     return commands

@@ -409,7 +409,10 @@ def training_lineage(model_dir: str | Path | None) -> list[dict]:
         training = json.loads(record.read_text())
         if any(run["config"] == training["config"] for run in lineage):
             break  # the folder a run started from now holds a later run (installed over it, or itself)
-        lineage.insert(0, {"config": training["config"], "final": training["log"][-1] if training["log"] else None})
+        run = {"config": training["config"], "final": training["log"][-1] if training["log"] else None}
+        if "target_rows" in training.get("data_card", {}):  # its data was written by a target (draft_data)
+            run["target_rows"] = training["data_card"]["target_rows"]
+        lineage.insert(0, run)
         if "lineage" in training:
             return training["lineage"] + lineage
         model_dir = training["config"].get("init")
@@ -426,7 +429,7 @@ def train_command(config: dict, init: str | None) -> str:
     preset = "draft" if config.get("teacher") else "target"
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "init", "init_layers", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
+    for key in ("name", "data", "init", "init_layers", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
