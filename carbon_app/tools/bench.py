@@ -20,6 +20,7 @@ import platform
 import random
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -386,38 +387,44 @@ def app_suite(repeats: int, context: int = 8) -> None:
           f"(same ranking: {outputs['script'] == outputs['app']})")
 
 
-def speculative_suite(repeats: int) -> None:
-    """The bundled pair: target alone against target + draft, greedy and sampling, bp and token mode."""
+def speculative_suite(repeats: int, target_name: str = "carbon-demo", draft_names: tuple = ("carbon-demo-draft",)):
+    """A target alone against the target with each draft, greedy and sampling, bp and token mode; the bundled
+    pair unless other models (names or folders) are given: drafts for one target, side by side."""
     from ..model.manager import ModelManager
 
     manager = ModelManager(device="cpu")
-    target, draft = manager.get("carbon-demo"), manager.get("carbon-demo-draft")
+    target, drafts = manager.get(target_name), [manager.get(name) for name in draft_names]
     prompt = "ATGGCTTCAGATCTCGAAGCTTCAGCTCCAGCCATGACCGTGGAAGCAGCTGCCAAGGAACTGATCTCCGGCAAGTCTTACAAG"
     n_bases = 900
-    print(f"\n== speculative decoding: {target.name} drafted by {draft.name}, {n_bases} bases, batch 1, CPU")
-    print(f"{'mode':6s} {'temperature':>11s} {'alone s':>8s} {'drafted s':>9s} {'speed-up':>8s} "
+    print(f"\n== speculative decoding: {target.name} drafted by {', '.join(d.name for d in drafts)}, {n_bases} bases, "
+          "batch 1, CPU")
+    print(f"{'mode':6s} {'temperature':>11s} {'draft':>24s} {'alone s':>8s} {'drafted s':>9s} {'speed-up':>8s} "
           f"{'accepted':>8s} {'same output':>11s}  fall-back")
     for mode in ("bp", "token"):
         for temperature in (0.0, 0.9):
             def alone(mode=mode, temperature=temperature):
                 return generate(target, prompt, n_bases, mode=mode, temperature=temperature, seed=1)
 
-            def drafted(mode=mode, temperature=temperature):
-                return generate(target, prompt, n_bases, mode=mode, temperature=temperature, seed=1, draft=draft)
+            contenders = {"alone": alone}
+            for i, draft in enumerate(drafts):
+                def drafted(mode=mode, temperature=temperature, draft=draft):
+                    return generate(target, prompt, n_bases, mode=mode, temperature=temperature, seed=1, draft=draft)
 
-            outputs: dict[str, object] = {}
-            times = interleaved_times({"alone": alone, "drafted": drafted}, repeats, outputs)
-            alone_times, drafted_times = times["alone"], times["drafted"]
-            plain, spec = outputs["alone"], outputs["drafted"]
-            a, d = statistics.median(alone_times), statistics.median(drafted_times)
-            speedup = paired_ratio(alone_times, drafted_times)
-            same = "yes" if plain.sequences == spec.sequences else "NO"
-            stats = spec.speculative
-            accepted = 100 * stats.acceptance_rate
-            print(f"{mode:6s} {temperature:11.1f} {a:8.3f} {d:9.3f} {speedup:7.2f}x {accepted:7.0f}% "
-                  f"{same:>11s}  {stats.fallback_reason or '-'}")
-    greedy_identity_check(target, draft)
-    sampling_distribution_check(target, draft)
+                contenders[i] = drafted
+            outputs: dict = {}
+            times = interleaved_times(contenders, repeats, outputs)
+            plain, a = outputs["alone"], statistics.median(times["alone"])
+            for i, draft in enumerate(drafts):
+                spec, d = outputs[i], statistics.median(times[i])
+                speedup = paired_ratio(times["alone"], times[i])
+                same = "yes" if plain.sequences == spec.sequences else "NO"
+                stats = spec.speculative
+                shown = "/".join(Path(draft.name).parts[-2:])  # a folder's last two parts, a name whole
+                print(f"{mode:6s} {temperature:11.1f} {shown[-24:]:>24s} {a:8.3f} {d:9.3f} {speedup:7.2f}x "
+                      f"{100 * stats.acceptance_rate:7.0f}% {same:>11s}  {stats.fallback_reason or '-'}")
+    for draft in drafts:
+        greedy_identity_check(target, draft)
+        sampling_distribution_check(target, draft)
     useless_draft_suite(repeats)
 
 
@@ -526,6 +533,9 @@ def main(argv: list[str] | None = None) -> None:
                              "deltas agree with the one-at-a-time path to 1e-4 in float32 only")
     parser.add_argument("--shapes", default="500M,3B,8B", help="the gpu suite's shapes")
     parser.add_argument("--out", default="benchmarks/gpu/latest.json", help="where the gpu suite writes its report")
+    parser.add_argument("--target", default="carbon-demo", help="the speculative suite's target (a name or folder)")
+    parser.add_argument("--drafts", default="carbon-demo-draft",
+                        help="the speculative suite's drafts for that target, comma-separated, measured side by side")
     args = parser.parse_args(argv)
     suites = set(args.suite.split(","))
     if "gpu" in suites:
@@ -538,7 +548,7 @@ def main(argv: list[str] | None = None) -> None:
     if "vcf" in suites:
         vcf_suite(args.device, dtype=suite_dtype)
     if "speculative" in suites:
-        speculative_suite(args.repeats)
+        speculative_suite(args.repeats, args.target, tuple(args.drafts.split(",")))
     if "constraints" in suites:
         constraints_suite(args.repeats)
     if "ray" in suites:
