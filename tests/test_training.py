@@ -437,7 +437,8 @@ def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_
     assert (seen[0].init, seen[0].init_layers, seen[0].teacher) == (str(target_dir), 1, str(target_dir))
 
 
-def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a_draft(tmp_path, monkeypatch):
+def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a_draft(tmp_path, monkeypatch,
+                                                                                         capsys):
     """draft_data: each row keeps its training window's tags, `<dna>` and first 96 6-mers, then holds the
     target's continuation (greedy rows: its argmax at every position, read back without a cache); the seed
     fixes the sampled rows; the folder trains a draft; a folder without whole-length windows is named."""
@@ -488,6 +489,10 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
     assert commands[0] == (f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
                            f"--out {tmp_path / 'draft-data'} --rows 4")
     assert f"--data {tmp_path / 'draft-data'} --teacher {target_dir}" in commands[1]
+    with pytest.raises(SystemExit):  # the real training data is never written over
+        draft_data.main(["--teacher", str(target_dir), "--data", str(data), "--out", str(data)])
+    assert np.array_equal(np.load(data / "train_rows.npy"), source)
+    assert "holds training data this command did not write" in capsys.readouterr().err
     np.save(data / "train_rows.npy", source[:, :100])  # no window long enough
     with pytest.raises(SystemExit, match="no whole-length window"):
         draft_data.write_target_rows(target_dir, data, tmp_path / "none", n_rows=4)

@@ -27,6 +27,7 @@ import torch
 from Bio.Seq import Seq
 
 from ..core.tokens import dna_prompt
+from ..errors import ModelError
 from ..inference.generate import generate
 from ..inference.sampling import DnaLogitsProcessor, SamplingParams
 from .synthetic import random_bundle
@@ -548,7 +549,10 @@ def main(argv: list[str] | None = None) -> None:
     if "vcf" in suites:
         vcf_suite(args.device, dtype=suite_dtype)
     if "speculative" in suites:
-        speculative_suite(args.repeats, args.target, tuple(args.drafts.split(",")))
+        try:
+            speculative_suite(args.repeats, args.target, tuple(args.drafts.split(",")))
+        except ModelError as exc:  # a --target or --drafts entry that names no model
+            parser.error(str(exc))
     if "constraints" in suites:
         constraints_suite(args.repeats)
     if "ray" in suites:

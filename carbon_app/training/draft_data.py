@@ -110,7 +110,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--teacher {teacher}: not a model folder (no config.json)")
     if not (source / "train_rows.npy").exists():
         parser.error(f"--data {source}: no training data (build it with `python -m carbon_app.training.data`)")
-    print(json.dumps(write_target_rows(teacher, source, Path(args.out), args.rows, args.batch,
+    out = Path(args.out)
+    if (out / "data_card.json").exists() and "target_rows" not in json.loads((out / "data_card.json").read_text()):
+        parser.error(f"--out {out}: holds training data this command did not write; name another folder")
+    print(json.dumps(write_target_rows(teacher, source, out, args.rows, args.batch,
                                        device=args.device), indent=1))
 
 
