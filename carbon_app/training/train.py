@@ -121,7 +121,7 @@ def steps_within(cfg: TrainConfig, step: int, elapsed_s: float, per_step_s: floa
 def first_layers(model, n: int):
     """`model` cut to its first `n` decoder layers, its embeddings, final norm and head kept: a draft begun
     from its target's early layers (an early exit). Before any training, 2 of the 8 layers of the demo target
-    agree with its greedy 6-mer 52% of the time (a random draft: by chance), and distillation starts there."""
+    agree with its greedy 6-mer 52% of the time (random weights agree by chance only); distillation starts there."""
     layers = model.model.layers
     if not 0 < n < len(layers):
         raise SystemExit(f"--init-layers {n}: the --init model has {len(layers)} decoder layers; keep 1 to "
