@@ -11,7 +11,9 @@ ENV PYTHONUNBUFFERED=1 \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860
 
-RUN useradd --create-home --uid 1000 carbon && mkdir -p /data/hf && chown carbon /data/hf
+# gcc: Triton, which compiles the decode step's fused layers (torch.compile), builds its launcher with it
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 1000 carbon && mkdir -p /data/hf && chown carbon /data/hf
 WORKDIR /app
 COPY requirements.txt .
 # The PyTorch build the GPU suite was run on (benchmarks/gpu/latest.json: torch 2.11.0+cu130 on an

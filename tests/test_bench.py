@@ -77,6 +77,7 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, 
     assert scoring["frames_cost"] > 0 and scoring["batch_speedup"] > 0
     bounds = speculative_bounds("cpu", 1, target_shape="tiny", draft_shape="tiny", n_bases=60)
     assert bounds["same_output"] and bounds["always_agreeing_speedup"] > 0 and bounds["useless_draft_ratio"] > 0
+    assert bounds["always_agreeing_accepted"] == 1.0 and bounds["self_draft_speedup"] > 0
 
     def broken(*args, **kwargs):
         raise RuntimeError("CUDA error: an illegal memory access")

@@ -114,6 +114,34 @@ def test_lean_forward_in_bfloat16_on_cuda_follows_transformers_through_steps_ver
     assert ours.get_seq_length() == theirs.get_seq_length() == 11 + 3 + 5 - 2 + 1
 
 
+@pytest.mark.gpu
+@torch.inference_mode()
+def test_the_graphed_compiled_step_in_bfloat16_on_cuda_follows_transformers_through_verifies_and_crops():
+    """What a GPU decode step runs (the shape-static forward, its layers compiled, replayed as CUDA graphs)
+    against `transformers` in bf16: the tolerance of the eager lean forward's test above."""
+    from carbon_app.model.graphs import StaticForward
+
+    reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
+    reference, model = reference.to("cuda", torch.bfloat16), model.to("cuda", torch.bfloat16)
+    lean = LeanDecoder(model)
+    ours, theirs = preallocated_cache(reference.config, 40), preallocated_cache(reference.config, 40)
+    prompt = torch.randint(0, 300, (1, 11), device="cuda")
+    lean(prompt, ours)
+    reference.model(input_ids=prompt, past_key_values=theirs, use_cache=True)
+    ours.batch_repeat_interleave(2)
+    theirs.batch_repeat_interleave(2)
+    forward = StaticForward(lean, ours, batch=2, graph=True, fused=True)
+    for new, back in [(1, 0), (1, 0), (5, 3), (1, 0), (4, 0), (1, 2), (1, 0)]:
+        ids = torch.randint(0, 300, (2, new), device="cuda")
+        got = forward(ids)
+        want = reference.model(input_ids=ids, past_key_values=theirs, use_cache=True).last_hidden_state
+        torch.testing.assert_close(got.float(), want.float(), rtol=0.03, atol=0.03)
+        if back:
+            ours.crop(-back)
+            theirs.crop(-back)
+    assert set(forward.pool.graphs) == {1, 4, 5}
+
+
 @torch.inference_mode()
 def test_fusing_adds_no_memory_and_leaves_the_model_working():
     reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
@@ -186,14 +214,68 @@ def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architec
         forward(torch.zeros(2, 40, dtype=torch.long))
 
 
+@pytest.mark.parametrize("fused", [False, pytest.param(True, marks=pytest.mark.slow)])
+@torch.inference_mode()
+def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_the_same(fused):
+    """A pool's buffers outlive the run that made them: the next run, with another prompt of another
+    length, copies its own keys and values in (and nothing of the last run stays readable) and steps
+    exactly as the plain forward does. `fused` runs the layers' compiled parts (inductor's CPU kernels
+    here; a GPU's graphs replay them), which reorder float sums: equal to 1e-5."""
+    from carbon_app.model.graphs import GraphPool, StaticForward, pool_capacity
+
+    reference, _, lean = _reference_and_lean(ARCHITECTURES["llama-biases-llama3-rope"])
+    pool = None
+    for prompt_length, capacity in [(9, 30), (4, 20), (13, 33)]:
+        prompt = torch.randint(0, 300, (1, prompt_length))
+        plain, static = preallocated_cache(reference.config, capacity), preallocated_cache(reference.config, capacity)
+        lean(prompt, plain)
+        lean(prompt, static)
+        pool = pool or GraphPool(static, batch=1, capacity=pool_capacity(33))
+        assert pool_capacity(33) == 256 and pool.fits(static, 1) and not pool.fits(static, 2)
+        forward = StaticForward(lean, static, batch=1, graph=False, pool=pool, fused=fused)
+        assert pool.in_use and static.layers[0]._key_buffer.data_ptr() == pool.keys[0].data_ptr()
+        for new in (1, 3, 1):
+            ids = torch.randint(0, 300, (1, new))
+            torch.testing.assert_close(forward(ids), lean(ids, plain), rtol=0, atol=1e-5)
+        del forward
+        assert not pool.in_use  # the run is over: the next may take the pool
+
+
+@torch.inference_mode()
+def test_a_step_whose_compiling_fails_runs_uncompiled_with_a_warning(monkeypatch):
+    """As on a machine where Triton finds no C compiler: the step still computes, and the process
+    stops trying to compile."""
+    from carbon_app.model import decoder as decoder_module
+    from carbon_app.model import graphs
+
+    def no_compiler():
+        def fail(*args):
+            raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+        return fail, fail
+
+    monkeypatch.setattr(decoder_module, "fused_parts", no_compiler)
+    monkeypatch.setattr(graphs, "_compile_failure", None)
+    reference, _, lean = _reference_and_lean(ARCHITECTURES["llama-gqa"])
+    prompt = torch.randint(0, 300, (1, 9))
+    plain, static = preallocated_cache(reference.config, 20), preallocated_cache(reference.config, 20)
+    lean(prompt, plain)
+    lean(prompt, static)
+    forward = graphs.StaticForward(lean, static, batch=1, graph=False, fused=True)
+    ids = torch.randint(0, 300, (1, 1))
+    with pytest.warns(RuntimeWarning, match="runs uncompiled: RuntimeError: Failed to find C compiler"):
+        torch.testing.assert_close(forward(ids), lean(ids, plain), rtol=0, atol=1e-5)
+    assert not forward.fused and not graphs.compile_enabled()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("options", [dict(temperature=0.0, samples=1), dict(temperature=0.8, top_k=40, seed=5,
                                                                            samples=4)])
 def test_cuda_graph_decoding_gives_the_eager_designs(compact_model_dir, options, monkeypatch):
-    """On a GPU the decode step is a replayed CUDA graph; the designs equal the eager forward's."""
+    """On a GPU the decode step is a replayed CUDA graph of compiled layers; the designs equal the eager
+    forward's. In fp32, as below: the compiled layers round bf16 differently from the eager ones."""
     from carbon_app.model.bundle import load_bundle
 
-    bundle = load_bundle(str(compact_model_dir), device="cuda")
+    bundle = load_bundle(str(compact_model_dir), device="cuda", dtype=torch.float32)
     kwargs = dict(prompt="ACGTTGCAACGTAGCTAGGCTA", n_bases=300, **options)
     graphed = generate(bundle, **kwargs).sequences
     monkeypatch.setenv("CARBON_CUDA_GRAPHS", "0")

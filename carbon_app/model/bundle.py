@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,12 @@ class ModelBundle:
     info: dict = field(default_factory=dict)
     free_memory: Callable[[], int] | None = None  # bytes the manager's budget leaves for requests
     decoder: LeanDecoder | None = None  # the lean forward, where the architecture is one it computes
+    graph_pools: OrderedDict = field(default_factory=OrderedDict)  # graphs.GraphPool kept between runs
+
+    @property
+    def held_bytes(self) -> int:
+        """The weights and the KV buffers kept with their CUDA graphs for the next run."""
+        return self.n_bytes + sum(pool.n_bytes for pool in list(self.graph_pools.values()))
 
     @property
     def k(self) -> int:

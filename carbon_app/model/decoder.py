@@ -51,11 +51,11 @@ def _fuse(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
     return weight, bias
 
 
-def _rms_norm(x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Llama's RMSNorm: statistics in float32, the weight applied in the input dtype."""
     h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -63,15 +63,59 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
+# A layer is these two parts with the cache write and attention between them. They take tensors and
+# numbers only, so one compiled version of each (`LeanDecoder.fused`) serves every layer of a model.
+
+def _attention_inputs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                      qkv_weight: torch.Tensor, qkv_bias: torch.Tensor | None, q_size: int, kv_size: int,
+                      head_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The new tokens' rotated queries and keys and their values, each [batch, heads, new, head_dim]."""
+    batch, new = x.shape[:2]
+    qkv = F.linear(_rms_norm(x, norm_weight, eps), qkv_weight, qkv_bias)
+    q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
+    q = _rotate(q.view(batch, new, -1, head_dim).transpose(1, 2), cos, sin)
+    k = _rotate(k.view(batch, new, -1, head_dim).transpose(1, 2), cos, sin)
+    return q, k, v.view(batch, new, -1, head_dim).transpose(1, 2)
+
+
+def _layer_output(x: torch.Tensor, attn: torch.Tensor, o_weight: torch.Tensor, o_bias: torch.Tensor | None,
+                  norm_weight: torch.Tensor, eps: float, gate_up_weight: torch.Tensor,
+                  gate_up_bias: torch.Tensor | None, down_weight: torch.Tensor,
+                  down_bias: torch.Tensor | None) -> torch.Tensor:
+    """The residual stream after the attention output [batch, heads, new, head_dim] and the MLP."""
+    batch, new = x.shape[:2]
+    x = x + F.linear(attn.transpose(1, 2).reshape(batch, new, -1), o_weight, o_bias)
+    gate, up = F.linear(_rms_norm(x, norm_weight, eps), gate_up_weight, gate_up_bias).chunk(2, -1)
+    return x + F.linear(F.silu(gate) * up, down_weight, down_bias)
+
+
+_fused_parts: tuple | None = None
+
+
+def fused_parts() -> tuple:
+    """`_attention_inputs` and `_layer_output` compiled by `torch.compile` (once per process, shapes
+    dynamic): at batch 1 a layer's norms, rotations and activations are a dozen tiny kernels each, and
+    on a GPU their launches cost as much as reading the layer's weights; fused, a layer is about eight
+    kernels. Every layer and model shares these two, so the compile limit is raised to cover the
+    shapes a process meets (models, batch sizes, verify lengths)."""
+    global _fused_parts
+    if _fused_parts is None:
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        _fused_parts = (torch.compile(_attention_inputs, dynamic=True), torch.compile(_layer_output, dynamic=True))
+    return _fused_parts
+
+
 class _Layer:
     def __init__(self, layer: nn.Module):
         attn, mlp = layer.self_attn, layer.mlp
-        self.input_norm, self.post_norm = layer.input_layernorm, layer.post_attention_layernorm
-        self.qkv_weight, self.qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
-        self.q_size, self.kv_size = attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0]
-        self.o_proj, self.down_proj = attn.o_proj, mlp.down_proj
-        self.gate_up_weight, self.gate_up_bias = _fuse([mlp.gate_proj, mlp.up_proj])
-        self.head_dim, self.scaling = attn.head_dim, attn.scaling
+        input_norm, post_norm = layer.input_layernorm, layer.post_attention_layernorm
+        qkv_weight, qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        gate_up_weight, gate_up_bias = _fuse([mlp.gate_proj, mlp.up_proj])
+        self.scaling = attn.scaling
+        self.attention_inputs = (input_norm.weight, input_norm.variance_epsilon, qkv_weight, qkv_bias,
+                                 attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0], attn.head_dim)
+        self.output = (attn.o_proj.weight, attn.o_proj.bias, post_norm.weight, post_norm.variance_epsilon,
+                       gate_up_weight, gate_up_bias, mlp.down_proj.weight, mlp.down_proj.bias)
 
 
 class LeanDecoder:
@@ -138,25 +182,19 @@ class LeanDecoder:
         return self.forward(input_ids, positions, store, mask, causal)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, store, mask: torch.Tensor | None,
-                causal: bool) -> torch.Tensor:
+                causal: bool, fused: bool = False) -> torch.Tensor:
         """The stack itself, for new tokens at `positions` [1, new]: `store(layer index, keys, values)`
         keeps the new keys and values and returns all those to attend to (None: the new ones only);
-        `mask` (True = attend) or `causal` says which of them each new token sees."""
-        batch, new = input_ids.shape
+        `mask` (True = attend) or `causal` says which of them each new token sees; `fused` runs the
+        compiled layer parts (`fused_parts`)."""
+        attention_inputs, layer_output = fused_parts() if fused else (_attention_inputs, _layer_output)
         x = self.embed(input_ids)
         cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions))  # [1, 1, new, head_dim]
         for index, layer in enumerate(self.layers):
-            h = _rms_norm(x, layer.input_norm)
-            qkv = F.linear(h, layer.qkv_weight, layer.qkv_bias)
-            q, k, v = qkv.split((layer.q_size, layer.kv_size, layer.kv_size), dim=-1)
-            q = _rotate(q.view(batch, new, -1, layer.head_dim).transpose(1, 2), cos, sin)
-            k = _rotate(k.view(batch, new, -1, layer.head_dim).transpose(1, 2), cos, sin)
-            v = v.view(batch, new, -1, layer.head_dim).transpose(1, 2)
+            q, k, v = attention_inputs(x, cos, sin, *layer.attention_inputs)
             if store is not None:
                 k, v = store(index, k, v)
             attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                                   scale=layer.scaling, enable_gqa=True)
-            x = x + layer.o_proj(attn.transpose(1, 2).reshape(batch, new, -1))
-            gate, up = F.linear(_rms_norm(x, layer.post_norm), layer.gate_up_weight, layer.gate_up_bias).chunk(2, -1)
-            x = x + layer.down_proj(F.silu(gate) * up)
-        return _rms_norm(x, self.final_norm)
+            x = layer_output(x, attn, *layer.output)
+        return _rms_norm(x, self.final_norm.weight, self.final_norm.variance_epsilon)

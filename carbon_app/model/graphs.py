@@ -12,22 +12,76 @@ weight, so the step computes what the plain forward computes.
 `forward_over` hands out such a forward where it applies (a CUDA device, the
 lean decoder, `CARBON_CUDA_GRAPHS` not 0) and the plain forward elsewhere.
 Several new tokens at once (a speculative verify) work the same way, with a
-mask per new token; each count gets its own graph. The static forward also
-runs without a graph, which is how a CPU tests it.
+mask per new token; each count gets its own graph. On a GPU the graphed step
+runs the decoder's compiled layer parts (`decoder.fused_parts`;
+`CARBON_COMPILE=0` keeps them eager). The static forward also runs without a
+graph, which is how a CPU tests it.
+
+Capturing costs a few steps' time per token count, so the buffers and the
+graphs over them outlive a run: each model keeps a few `GraphPool`s, one per
+(rows, capacity rounded up to a power of two), and the next run of that size
+copies its prompt's keys and values in and replays. Pools are kept only while
+small (`KEPT_POOL_BYTES`), and the memory budget counts them (`held_bytes`).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 
 import torch
 
 from .decoder import LeanDecoder
 
+#: A pool is kept for later runs only up to this size (its KV buffers; a graph's own memory is small), and a
+#: model keeps at most `KEPT_POOLS`: batch-1 designs, scores' steps and a draft's rounds stay captured,
+#: while a 64-sample design over a long context frees its buffers when it ends.
+KEPT_POOL_BYTES = 512 * 2**20
+KEPT_POOLS = 4
+MIN_POOL_CAPACITY = 256
+
 
 def graphs_enabled() -> bool:
     return os.environ.get("CARBON_CUDA_GRAPHS", "1") != "0"
+
+
+_compile_failure: str | None = None  # why compiling failed in this process, if it did: then it is not tried again
+
+
+def compile_enabled() -> bool:
+    return os.environ.get("CARBON_COMPILE", "1") != "0" and _compile_failure is None
+
+
+class GraphPool:
+    """Fixed KV buffers for `batch` rows and `capacity` positions, with the graphs captured over them."""
+
+    def __init__(self, cache, batch: int, capacity: int):
+        self.keys = [layer._key_buffer.new_zeros((batch, *layer._key_buffer.shape[1:-2], capacity,
+                                                  layer._key_buffer.shape[-1])) for layer in cache.layers]
+        self.values = [layer._value_buffer.new_zeros((batch, *layer._value_buffer.shape[1:-2], capacity,
+                                                      layer._value_buffer.shape[-1])) for layer in cache.layers]
+        self.batch, self.capacity, self.device = batch, capacity, self.keys[0].device
+        self.start = torch.zeros(1, dtype=torch.long, device=self.device)  # where the new tokens go
+        self.columns = torch.arange(capacity, device=self.device)
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]] = {}
+        self.in_use = False
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+    def fits(self, cache, batch: int) -> bool:
+        layer = cache.layers[0]
+        return (batch == self.batch and layer._key_buffer.shape[-2] <= self.capacity
+                and layer._key_buffer.dtype == self.keys[0].dtype and layer._key_buffer.device == self.device)
+
+
+def pool_capacity(capacity: int) -> int:
+    """The capacity a pool is built with: a power of two, so runs of similar lengths share one."""
+    return max(MIN_POOL_CAPACITY, 1 << (capacity - 1).bit_length())
 
 
 class StaticForward:
@@ -35,67 +89,105 @@ class StaticForward:
     prefill): call it with ids [batch, new] for the hidden states [batch, new, hidden]; the cache grows
     by `new`. One token is a decode step, several a speculative verify (or a draft catching up); each
     count gets its own graph, captured at first use. Steps back (`cache.crop`) are fine: the next call
-    writes where the cache now ends."""
+    writes where the cache now ends. The cache's layers are moved onto `pool`'s buffers (a pool of
+    their own size when none is given), so the graphs read what the cache holds."""
 
-    def __init__(self, decoder: LeanDecoder, cache, batch: int, graph: bool, max_graphed: int = 16):
+    def __init__(self, decoder: LeanDecoder, cache, batch: int, graph: bool, max_graphed: int = 16,
+                 pool: GraphPool | None = None, fused: bool = False):
         self.decoder, self.layers = decoder, cache.layers
-        buffer = self.layers[0]._key_buffer
-        self.capacity, self.device = buffer.shape[-2], buffer.device
-        if buffer.shape[0] != batch:
-            raise ValueError(f"the cache holds {buffer.shape[0]} rows, not {batch}")
-        for layer in self.layers:  # masked positions weigh zero, but 0 x NaN is NaN: no garbage may stay
-            layer._key_buffer[..., layer.length :, :].zero_()
-            layer._value_buffer[..., layer.length :, :].zero_()
-        self.batch, self.graph, self.max_graphed = batch, graph, max_graphed
-        self.start = torch.zeros(1, dtype=torch.long, device=self.device)  # where the new tokens go
-        self.columns = torch.arange(self.capacity, device=self.device)
-        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]] = {}
+        if self.layers[0]._key_buffer.shape[0] != batch:
+            raise ValueError(f"the cache holds {self.layers[0]._key_buffer.shape[0]} rows, not {batch}")
+        self.pool = pool or GraphPool(cache, batch, self.layers[0]._key_buffer.shape[-2])
+        self.pool.in_use = True
+        weakref.finalize(self, setattr, self.pool, "in_use", False)
+        for layer, keys, values in zip(self.layers, self.pool.keys, self.pool.values, strict=True):
+            # masked positions weigh zero, but 0 x NaN is NaN: nothing unwritten may hold garbage
+            keys[..., : layer.length, :].copy_(layer._key_buffer[..., : layer.length, :])
+            values[..., : layer.length, :].copy_(layer._value_buffer[..., : layer.length, :])
+            keys[..., layer.length :, :].zero_()
+            values[..., layer.length :, :].zero_()
+            layer._key_buffer, layer._value_buffer = keys, values
+            layer._expose()
+        self.capacity, self.device = self.pool.capacity, self.pool.device
+        self.batch, self.graph, self.max_graphed, self.fused = batch, graph, max_graphed, fused
 
     def _forward(self, ids: torch.Tensor) -> torch.Tensor:
-        positions = self.start + torch.arange(ids.shape[1], device=self.device)
+        pool = self.pool
+        positions = pool.start + torch.arange(ids.shape[1], device=self.device)
 
         def store(index: int, keys: torch.Tensor, values: torch.Tensor):
-            layer = self.layers[index]
-            layer._key_buffer.index_copy_(2, positions, keys)
-            layer._value_buffer.index_copy_(2, positions, values)
-            return layer._key_buffer, layer._value_buffer
+            pool.keys[index].index_copy_(2, positions, keys)
+            pool.values[index].index_copy_(2, positions, values)
+            return pool.keys[index], pool.values[index]
 
-        mask = (self.columns.unsqueeze(0) <= positions.unsqueeze(1)).view(1, 1, ids.shape[1], -1)
-        return self.decoder.forward(ids, positions.unsqueeze(0), store, mask, causal=False)
+        mask = (pool.columns.unsqueeze(0) <= positions.unsqueeze(1)).view(1, 1, ids.shape[1], -1)
+        return self.decoder.forward(ids, positions.unsqueeze(0), store, mask, causal=False, fused=self.fused)
+
+    def _first_forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """`_forward`, where the compiled layers are first called: should compiling fail (a machine
+        without the C compiler Triton needs, say), the step runs uncompiled, here and from then on."""
+        global _compile_failure
+        try:
+            return self._forward(ids)
+        except Exception as error:  # noqa: BLE001 (re-raised unless the compiled parts were running)
+            if not self.fused:
+                raise
+            _compile_failure = f"{type(error).__name__}: {error}"[:500]
+            warnings.warn(f"compiling the decode step failed, so it runs uncompiled: {_compile_failure}",
+                          RuntimeWarning, stacklevel=2)
+            self.fused = False
+            return self._forward(ids)
 
     def _captured(self, new: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]:
-        # warm-up on a side stream (allocator pools, kernel choices), then one capture; the warm-up
-        # writes where the next call writes, so nothing it leaves is ever read
+        # warm-up on a side stream (allocator pools, kernel choices, compilation), then one capture; the
+        # warm-up writes where the next call writes, so nothing it leaves is ever read
         ids = torch.zeros(self.batch, new, dtype=torch.long, device=self.device)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            for _ in range(2):
-                self._forward(ids)
+            self._first_forward(ids)
+            self._forward(ids)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = self._forward(ids)
-        self._graphs[new] = (graph, ids, out)
-        return self._graphs[new]
+        self.pool.graphs[new] = (graph, ids, out)
+        return self.pool.graphs[new]
 
     @torch.inference_mode()
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
         length, new = self.layers[0].length, input_ids.shape[1]
         if length + new > self.capacity:
             raise ValueError(f"{new} more tokens do not fit the cache ({length} of {self.capacity} used)")
-        self.start.fill_(length)
+        self.pool.start.fill_(length)
         if self.graph and new <= self.max_graphed:
-            graph, ids, out = self._graphs.get(new) or self._captured(new)
+            graph, ids, out = self.pool.graphs.get(new) or self._captured(new)
             ids.copy_(input_ids)
             graph.replay()
             hidden = out.clone()  # the next replay overwrites its output
         else:
-            hidden = self._forward(input_ids)
+            hidden = self._first_forward(input_ids)
         for layer in self.layers:
             layer.length += new
             layer._expose()
         return hidden
+
+
+def _pool_for(bundle, cache, batch: int) -> GraphPool:
+    """A kept pool that fits this run and is free, else a new one (kept if small enough)."""
+    pools: OrderedDict = bundle.graph_pools
+    capacity = pool_capacity(cache.layers[0]._key_buffer.shape[-2])
+    key = (batch, capacity)
+    pool = pools.get(key)
+    if pool is not None and not pool.in_use and pool.fits(cache, batch):
+        pools.move_to_end(key)
+        return pool
+    pool = GraphPool(cache, batch, capacity)
+    if pool.n_bytes <= KEPT_POOL_BYTES and key not in pools:
+        pools[key] = pool
+        while len(pools) > KEPT_POOLS:
+            pools.popitem(last=False)
+    return pool
 
 
 def forward_over(bundle, cache, batch: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -104,5 +196,6 @@ def forward_over(bundle, cache, batch: int) -> Callable[[torch.Tensor], torch.Te
     layer = cache.layers[0]
     if (bundle.decoder is not None and bundle.device.type == "cuda" and graphs_enabled()
             and getattr(layer, "is_initialized", False) and hasattr(layer, "_key_buffer")):
-        return StaticForward(bundle.decoder, cache, batch, graph=True)
+        return StaticForward(bundle.decoder, cache, batch, graph=True, pool=_pool_for(bundle, cache, batch),
+                             fused=compile_enabled())
     return lambda input_ids: bundle.hidden_states(input_ids, cache)

@@ -123,10 +123,10 @@ class ModelManager:
             torch.cuda.empty_cache()
 
     def used_bytes(self) -> int:
-        return sum(b.n_bytes for b in self._cache.values())
+        return sum(b.held_bytes for b in self._cache.values())
 
     def free_bytes(self) -> int:
-        """What the budget leaves for requests beside the loaded weights."""
+        """What the budget leaves for requests beside the loaded weights (and the buffers kept with them)."""
         with self._lock:
             return self.memory_budget_bytes - self.used_bytes()
 
