@@ -20,6 +20,7 @@ from transformers import (
 from carbon_app.inference.generate import generate
 from carbon_app.model.decoder import LeanDecoder
 from carbon_app.model.kv import preallocated_cache
+from carbon_app.model.manager import ModelManager
 
 SMALL = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=256, initializer_range=0.3)
@@ -230,7 +231,7 @@ def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_t
         plain, static = preallocated_cache(reference.config, capacity), preallocated_cache(reference.config, capacity)
         lean(prompt, plain)
         lean(prompt, static)
-        pool = pool or GraphPool(static, batch=1, capacity=pool_capacity(33))
+        pool = pool or GraphPool.allocate(static, batch=1, capacity=pool_capacity(33))
         assert pool_capacity(33) == 256 and pool.fits(static, 1) and not pool.fits(static, 2)
         forward = StaticForward(lean, static, batch=1, graph=False, pool=pool, fused=fused)
         assert pool.in_use and static.layers[0]._key_buffer.data_ptr() == pool.keys[0].data_ptr()
@@ -239,6 +240,30 @@ def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_t
             torch.testing.assert_close(forward(ids), lean(ids, plain), rtol=0, atol=1e-5)
         del forward
         assert not pool.in_use  # the run is over: the next may take the pool
+
+
+@torch.inference_mode()
+def test_a_model_keeps_small_pools_counted_in_its_memory_and_lends_each_to_one_run_at_a_time(compact_model_dir,
+                                                                                           monkeypatch):
+    from carbon_app.inference.generate import _prefill
+    from carbon_app.model import graphs
+
+    manager = ModelManager(device="cpu")
+    bundle = manager.get(str(compact_model_dir))
+    free = manager.free_bytes()
+    cache, _ = _prefill(bundle, [5, 6, 7], 40, 1)
+    pool = graphs._pool_for(bundle, cache, 1)
+    assert list(bundle.graph_pools.values()) == [pool] and pool.capacity == graphs.MIN_POOL_CAPACITY
+    assert bundle.held_bytes == bundle.n_bytes + pool.n_bytes and manager.free_bytes() == free - pool.n_bytes
+    first = graphs.StaticForward(bundle.decoder, cache, 1, graph=False, pool=pool)
+    other, _ = _prefill(bundle, [5, 6], 50, 1)
+    busy = graphs._pool_for(bundle, other, 1)  # the kept pool is lent out: this run uses its own cache
+    assert busy is not pool and busy.keys[0] is other.layers[0]._key_buffer and len(bundle.graph_pools) == 1
+    del first
+    assert graphs._pool_for(bundle, other, 1) is pool  # returned, and the next run of its size takes it
+    monkeypatch.setattr(graphs, "KEPT_POOL_BYTES", pool.n_bytes - 1)
+    large, _ = _prefill(bundle, [5], 300, 1)
+    assert graphs._pool_for(bundle, large, 1).keys[0] is large.layers[0]._key_buffer and len(bundle.graph_pools) == 1
 
 
 @torch.inference_mode()

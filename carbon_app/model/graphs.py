@@ -21,7 +21,8 @@ Capturing costs a few steps' time per token count, so the buffers and the
 graphs over them outlive a run: each model keeps a few `GraphPool`s, one per
 (rows, capacity rounded up to a power of two), and the next run of that size
 copies its prompt's keys and values in and replays. Pools are kept only while
-small (`KEPT_POOL_BYTES`), and the memory budget counts them (`held_bytes`).
+small (`KEPT_POOL_BYTES`), and the memory budget counts them (`held_bytes`);
+a larger run's graphs read its own cache and go with it.
 """
 
 from __future__ import annotations
@@ -56,18 +57,29 @@ def compile_enabled() -> bool:
 
 
 class GraphPool:
-    """Fixed KV buffers for `batch` rows and `capacity` positions, with the graphs captured over them."""
+    """Fixed KV buffers (per layer, [batch, kv heads, capacity, head dim]) with the graphs captured over
+    them: `allocate` new ones to keep for later runs, or `adopt` a cache's own for one run."""
 
-    def __init__(self, cache, batch: int, capacity: int):
-        self.keys = [layer._key_buffer.new_zeros((batch, *layer._key_buffer.shape[1:-2], capacity,
-                                                  layer._key_buffer.shape[-1])) for layer in cache.layers]
-        self.values = [layer._value_buffer.new_zeros((batch, *layer._value_buffer.shape[1:-2], capacity,
-                                                      layer._value_buffer.shape[-1])) for layer in cache.layers]
-        self.batch, self.capacity, self.device = batch, capacity, self.keys[0].device
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]):
+        self.keys, self.values = keys, values
+        self.batch, self.capacity, self.device = keys[0].shape[0], keys[0].shape[-2], keys[0].device
         self.start = torch.zeros(1, dtype=torch.long, device=self.device)  # where the new tokens go
-        self.columns = torch.arange(capacity, device=self.device)
+        self.columns = torch.arange(self.capacity, device=self.device)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]] = {}
         self.in_use = False
+
+    @classmethod
+    def allocate(cls, cache, batch: int, capacity: int) -> GraphPool:
+        def like(buffer: torch.Tensor) -> torch.Tensor:
+            return buffer.new_zeros((batch, *buffer.shape[1:-2], capacity, buffer.shape[-1]))
+
+        return cls([like(layer._key_buffer) for layer in cache.layers],
+                   [like(layer._value_buffer) for layer in cache.layers])
+
+    @classmethod
+    def adopt(cls, cache) -> GraphPool:
+        """The cache's own buffers: no copy and no memory beyond what the run was budgeted for."""
+        return cls([layer._key_buffer for layer in cache.layers], [layer._value_buffer for layer in cache.layers])
 
     @property
     def n_bytes(self) -> int:
@@ -97,13 +109,14 @@ class StaticForward:
         self.decoder, self.layers = decoder, cache.layers
         if self.layers[0]._key_buffer.shape[0] != batch:
             raise ValueError(f"the cache holds {self.layers[0]._key_buffer.shape[0]} rows, not {batch}")
-        self.pool = pool or GraphPool(cache, batch, self.layers[0]._key_buffer.shape[-2])
+        self.pool = pool or GraphPool.adopt(cache)
         self.pool.in_use = True
         weakref.finalize(self, setattr, self.pool, "in_use", False)
         for layer, keys, values in zip(self.layers, self.pool.keys, self.pool.values, strict=True):
+            if keys is not layer._key_buffer:  # a kept pool: the prompt's keys and values move in
+                keys[..., : layer.length, :].copy_(layer._key_buffer[..., : layer.length, :])
+                values[..., : layer.length, :].copy_(layer._value_buffer[..., : layer.length, :])
             # masked positions weigh zero, but 0 x NaN is NaN: nothing unwritten may hold garbage
-            keys[..., : layer.length, :].copy_(layer._key_buffer[..., : layer.length, :])
-            values[..., : layer.length, :].copy_(layer._value_buffer[..., : layer.length, :])
             keys[..., layer.length :, :].zero_()
             values[..., layer.length :, :].zero_()
             layer._key_buffer, layer._value_buffer = keys, values
@@ -174,7 +187,8 @@ class StaticForward:
 
 
 def _pool_for(bundle, cache, batch: int) -> GraphPool:
-    """A kept pool that fits this run and is free, else a new one (kept if small enough)."""
+    """A kept pool that fits this run and is free; else a new one to keep, if one of this size may be
+    kept; else the cache's own buffers, for this run only."""
     pools: OrderedDict = bundle.graph_pools
     capacity = pool_capacity(cache.layers[0]._key_buffer.shape[-2])
     key = (batch, capacity)
@@ -182,11 +196,13 @@ def _pool_for(bundle, cache, batch: int) -> GraphPool:
     if pool is not None and not pool.in_use and pool.fits(cache, batch):
         pools.move_to_end(key)
         return pool
-    pool = GraphPool(cache, batch, capacity)
-    if pool.n_bytes <= KEPT_POOL_BYTES and key not in pools:
-        pools[key] = pool
-        while len(pools) > KEPT_POOLS:
-            pools.popitem(last=False)
+    per_position = sum(b.numel() // b.shape[-2] * b.element_size() for layer in cache.layers
+                       for b in (layer._key_buffer, layer._value_buffer))
+    if per_position * capacity > KEPT_POOL_BYTES or key in pools:  # too large to keep, or the kept one is busy
+        return GraphPool.adopt(cache)
+    pools[key] = pool = GraphPool.allocate(cache, batch, capacity)
+    while len(pools) > KEPT_POOLS:
+        pools.popitem(last=False)
     return pool
 
 
