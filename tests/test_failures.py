@@ -38,7 +38,7 @@ def test_a_small_memory_budget_refuses_a_large_request_before_any_work_and_serve
 
 
 def _fail_with(error: BaseException):
-    """A forward hook on the first layer's MLP output projection that raises `error` once."""
+    """A forward pre-hook (on the token embedding, which every forward runs) that raises `error` once."""
     state = {"armed": True}
 
     def hook(module, args):
@@ -65,7 +65,7 @@ def test_running_out_of_memory_mid_request_is_a_message_and_the_model_keeps_work
         "scan": lambda: [row[3] for row in service.scan("carbon-demo", HBB_LIKE, 10, 20, window=90)[0].rows()],
     }[request_kind]
     before = run()
-    handle = bundle.model.model.layers[0].mlp.down_proj.register_forward_pre_hook(_fail_with(error))
+    handle = bundle.model.model.embed_tokens.register_forward_pre_hook(_fail_with(error))
     try:
         with pytest.raises(ModelError, match=f"the {device_word} ran out of memory during this .*still work"):
             run()

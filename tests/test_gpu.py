@@ -65,6 +65,28 @@ def test_exact_base_counts_masks_and_seeds_on_the_gpu(on_gpu, mode):
         assert all(base in IUPAC[code] for base, code in zip(design, mask, strict=True))
 
 
+@pytest.mark.parametrize("mode", ["bp", "token"])
+def test_decode_steps_never_make_the_host_wait_for_the_gpu(on_gpu, mode):
+    """The host queues token after token while the GPU works, so its own time per token hides behind the
+    GPU's: no step reads a GPU value back (torch's sync debug mode raises at any call that would wait),
+    sampling, masks and the per-base marginals a design reports included."""
+    from carbon_app.inference.generate import decode_kmers, plan_generation
+    from carbon_app.inference.marginals import log_marginals
+    from carbon_app.inference.sampling import SamplingParams, StepNoise
+
+    plan = plan_generation(on_gpu, "ACGTTGCA", 120, "N" * 60 + "RYSWKM" * 10, None, None)
+    steps = decode_kmers(on_gpu, plan.prompt_ids, torch.from_numpy(plan.allowed).to("cuda"),
+                         SamplingParams(mode=mode, temperature=0.9), 1,
+                         StepNoise(3, 1, on_gpu.tokenizer.n_kmers, on_gpu.device))
+    warm = [next(steps) for _ in range(3)]  # the prefill, the masks' table and the graph's capture may wait
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        rest = [(kmers, log_marginals(logprobs, tails="drop")) for kmers, logprobs in steps]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert len(warm) + len(rest) == plan.n_tokens
+
+
 def test_greedy_equals_stock_generate_restricted_to_dna_on_the_gpu(on_gpu_fp32):
     bundle, prompt, tokens = on_gpu_fp32, "ACGTTGCAACGTAGCTAGGCTA"[:18], 40
     ids = torch.tensor([bundle.tokenizer.encode(dna_prompt("", prompt))], device="cuda")

@@ -118,13 +118,28 @@ def test_marginals_from_raw_logits_equal_those_of_the_normalised_log_probs():
 def test_training_marginals_in_float32_match_the_float64_ones_and_stay_finite():
     """The loss's fast path: equal where both are representable, clamped (not -inf, not NaN) far below."""
     logprobs = torch.log_softmax(torch.randn(5, 4096) * 4, dim=-1)
-    assert torch.allclose(log_marginals(logprobs, precise=False), log_marginals(logprobs), atol=1e-5)
+    assert torch.allclose(log_marginals(logprobs, tails="clamp"), log_marginals(logprobs), atol=1e-5)
     far = torch.full((1, 4096), -200.0)
     far[0, 0] = 0.0  # every k-mer but AAAAAA ~200 nats down: float32 cannot hold those bases
-    fast = log_marginals(far.requires_grad_(), precise=False)
+    fast = log_marginals(far.requires_grad_(), tails="clamp")
     assert torch.isfinite(fast).all() and fast[0, 0, 0] == 0 and (fast[0, :, 1:] < -80).all()
     fast.sum().backward()
     assert torch.isfinite(far.grad).all()
+
+
+def test_generation_marginals_drop_only_what_float32_cannot_hold():
+    """tails="drop" (sampling's, with no wait for the GPU): the exact marginals wherever float32 holds a
+    base, -inf where it cannot (there the exact ones are ~200 nats down), and excluded bases stay -inf."""
+    logprobs = torch.log_softmax(torch.randn(5, 4096) * 4, dim=-1)
+    assert torch.equal(log_marginals(logprobs, tails="drop"), log_marginals(logprobs))
+    far = torch.full((2, 4096), -200.0)
+    far[:, 0] = 0.0
+    far[1, 1024:] = float("-inf")  # row 1: every k-mer not starting with A excluded
+    dropped, exact = log_marginals(far, tails="drop"), log_marginals(far)
+    assert (dropped[:, :, 0] == 0).all() and torch.isneginf(dropped[:, :, 1:]).all()
+    assert (exact[0, :, 1:] < -190).all() and torch.isneginf(exact[1, 0, 1:]).all()
+    with pytest.raises(ValueError, match="tails must be one of"):
+        log_marginals(far, tails="precise")
 
 
 

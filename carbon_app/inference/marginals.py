@@ -63,7 +63,10 @@ def _logs(sums: torch.Tensor, top: torch.Tensor, normalise: bool) -> torch.Tenso
     return sums.log() + top.to(sums.dtype).unsqueeze(-1)
 
 
-def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False, precise: bool = True) -> torch.Tensor:
+TAILS = ("exact", "clamp", "drop")
+
+
+def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False, tails: str = "exact") -> torch.Tensor:
     """[..., 4^k] normalised k-mer log-probs -> [..., k, 4] per-base log-marginals.
 
     With `normalise`, raw k-mer logits may be given instead (one log-softmax
@@ -78,18 +81,23 @@ def log_marginals(kmer_logprobs: torch.Tensor, normalise: bool = False, precise:
     mask) is redone in float64, which holds ~700 nats, so such a base gets its
     value and an excluded base stays exactly -inf.
 
-    `precise=False` (training's loss) skips that redo and clamps such a base
-    to the smallest float32 instead: finite, with a gradient.
+    `tails` says what becomes of such a base: "exact", that redo (scoring);
+    "clamp", the smallest float32 instead, finite and with a gradient
+    (training's loss); "drop", -inf, as if excluded (generation: a base ~100
+    nats below the best is never drawn, p < 1e-43, and the redo's test would
+    make the host wait for the GPU at every generated token).
     """
+    if tails not in TAILS:
+        raise ValueError(f"tails must be one of {TAILS}, not {tails!r}")
     k = k_of(kmer_logprobs.shape[-1])
     work = torch.float64 if kmer_logprobs.dtype == torch.float64 else torch.float32
     top = kmer_logprobs.detach().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).min)
     shifted = kmer_logprobs - top
     sums = _marginal_sums(shifted, k, work)
-    if not precise:
+    if tails == "clamp":
         return _logs(sums.clamp_min(torch.finfo(work).tiny), top, normalise).to(kmer_logprobs.dtype)
     out = _logs(sums, top, normalise).to(kmer_logprobs.dtype)
-    if work != torch.float64:
+    if tails == "exact" and work != torch.float64:
         lost = (sums == 0).flatten(-2).any(dim=-1)
         if lost.any():
             out[lost] = _logs(_marginal_sums(shifted[lost], k, torch.float64), top[lost], normalise).to(out.dtype)

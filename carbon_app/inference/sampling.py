@@ -97,7 +97,7 @@ def step_logprobs(
         logits = _top_p(_top_k(logits / params.temperature, params.top_k), params.top_p)
     logprobs = torch.log_softmax(logits, dim=-1)
     if params.mode == "bp":
-        logprobs = factorised_logprobs(log_marginals(logprobs))
+        logprobs = factorised_logprobs(log_marginals(logprobs, tails="drop"))
     return logprobs
 
 

@@ -218,7 +218,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     ce = F.nll_loss(logprobs, kmer)
     if with_fns:
         digits = kmer_digits(kmer, k_of(n_kmers))
-        fns = -log_marginals(logprobs, precise=False).gather(-1, digits.unsqueeze(-1)).mean()
+        fns = -log_marginals(logprobs, tails="clamp").gather(-1, digits.unsqueeze(-1)).mean()
     else:  # before its stage FNS is neither trained nor worth its cost on every step
         fns = torch.full((), float("nan"), device=rows.device)
     kl = torch.zeros((), device=rows.device)
