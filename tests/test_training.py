@@ -572,7 +572,8 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--lr", "0", "--lr must be above 0 and at most 1, not 0"),
                                  ("--lr", "inf", "--lr must be above 0 and at most 1, not inf"),
                                  ("--fns-from", "1.5", "--fns-from must be between 0 and 1, not 1.5"),
-                                 ("--distill-weight", "0.9", "--distill-weight is for a draft (--preset draft)")):
+                                 ("--distill-weight", "0.9", "a target's --teacher and --distill-weight go together"),
+                                 ("--teacher", "runs/x", "a target's --teacher and --distill-weight go together")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
@@ -657,10 +658,12 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
     stop = run("stop", str(probe), steps=465, lr=6e-4, fns_from=0.0, frame_weight=0.3, stop_weight=2.0,
                group_weights={"mammal": 3.0, "vertebrate": 0.5})
-    draft = run("draft", None, preset="draft", steps=240, teacher=str(stop), heads=2, kv_heads=1, distill_weight=0.9)
-    lineage = training_lineage(stop)
-    assert [r["config"]["name"] for r in lineage] == ["carbon-demo", "probe", "stop"]
-    assert training_lineage(draft)[0]["config"]["teacher"] == str(stop)
+    kept = run("kept", str(stop), steps=300, lr=6e-4, fns_from=0.0, splice_weight=0.5, teacher=str(stop),
+               distill_weight=0.5)  # a target kept near the model it continues
+    draft = run("draft", None, preset="draft", steps=240, teacher=str(kept), heads=2, kv_heads=1, distill_weight=0.9)
+    lineage = training_lineage(kept)
+    assert [r["config"]["name"] for r in lineage] == ["carbon-demo", "probe", "stop", "kept"]
+    assert training_lineage(draft)[0]["config"]["teacher"] == str(kept)
 
     seen = []
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
@@ -668,7 +671,11 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert commands[0] == "python -m carbon_app.training.train --preset target"  # the preset as it stands
     assert commands[2].endswith("--name stop --init " + str(probe) + " --steps 465 --lr 0.0006 --fns-from 0 "
                                 "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
-    assert commands[-1].endswith(f"--teacher {stop} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
+    assert commands[3] == (f"python -m carbon_app.training.train --preset target --name kept --init {stop} "
+                           f"--teacher {stop} --steps 300 --lr 0.0006 --fns-from 0 --splice-weight 0.5 "
+                           "--distill-weight 0.5")
+    assert commands[-1].endswith(f"--teacher {kept} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
+    assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
     for command in commands:
         words = shlex.split(command)
         assert words[:3] == ["python", "-m", "carbon_app.training.train"]
@@ -678,7 +685,13 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
         for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "splice_weight",
                     "group_weights", "teacher", "distill_weight", "hidden", "layers", "heads", "kv_heads"):
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
-    assert [cfg.init for cfg in seen[:3]] == [None, str(scratch), str(probe)]  # each from the one before's output
+    assert [cfg.init for cfg in seen[:4]] == [None, str(scratch), str(probe), str(stop)]  # each from the one before
+    assert [cfg.preset for cfg in seen] == ["target"] * 4 + ["draft"]
+    from carbon_app.training.evaluate import kl_text
+
+    assert kl_text(lineage[-1]["config"]) == f"Kept near {stop} by the KL divergence from it (weight 0.5)."
+    assert kl_text(training_lineage(draft)[0]["config"]) == "Distilled from carbon-demo (KL weight 0.9)."
+    assert kl_text(lineage[0]["config"]) == ""
 
     record = json.loads((stop / "training.json").read_text())
     record["lineage"] = training_lineage(probe)

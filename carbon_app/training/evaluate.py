@@ -498,7 +498,7 @@ template mix in training: {json.dumps(data_card['template_mix'])}; gene windows 
 {cfg['steps']} steps of {cfg['batch']} windows, AdamW (lr {cfg['lr']} cosine to {cfg['min_lr']}, warm-up
 {cfg['warmup']}, weight decay {cfg['weight_decay']}), seed {cfg['seed']}. Cross-entropy over the 6-mers, then
 from step {int(cfg['fns_from'] * cfg['steps'])} the mean of cross-entropy and the FNS per-base loss.
-{'Distilled from carbon-demo (KL weight ' + str(cfg['distill_weight']) + ').' if cfg.get('teacher') else ''}
+{kl_text(cfg)}
 
 | step | train loss | validation CE / token | bits / base | FNS loss / base |
 |---|---|---|---|---|
@@ -574,6 +574,15 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         (dest / "eval.json").write_text(json.dumps(measured, indent=1) + "\n")
         (dest / "README.md").write_text(model_card(dest, role["role"], results, commands))
         print(f"installed {dest}")
+
+
+def kl_text(cfg: dict) -> str:
+    """What a run's KL term was: a draft's distillation, or what kept a target near another model."""
+    if not cfg.get("teacher"):
+        return ""
+    if cfg.get("preset", "draft") == "draft":
+        return f"Distilled from carbon-demo (KL weight {cfg['distill_weight']})."
+    return f"Kept near {cfg['teacher']} by the KL divergence from it (weight {cfg['distill_weight']})."
 
 
 def lineage_commands(lineage: list[dict]) -> list[str]:

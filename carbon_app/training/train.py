@@ -55,14 +55,16 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "group_weights", "distill_weight")
 PRESETS = {
-    "target": dict(name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704, steps=2800),
-    "draft": dict(name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352, steps=600,
-                  teacher="runs/carbon-demo/model", distill_weight=0.5),
+    "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
+                   steps=2800),
+    "draft": dict(preset="draft", name="carbon-demo-draft", hidden=128, layers=2, heads=4, kv_heads=2, ffn=352,
+                  steps=600, teacher="runs/carbon-demo/model", distill_weight=0.5),
 }
 
 
 @dataclass
 class TrainConfig:
+    preset: str = "target"
     name: str = "carbon-demo"
     data: str = "data/demo"
     out_root: str = "runs"
@@ -79,6 +81,8 @@ class TrainConfig:
     warmup: int = 150
     weight_decay: float = 0.1
     fns_from: float = 0.7  # fraction of steps after which FNS joins the loss
+    # a draft's teacher, which it is distilled from; or, for a target, the model it is kept near while it learns
+    # something new (the KL divergence from it, at `distill_weight`, holds the rest of its predictions in place)
     teacher: str | None = None
     distill_weight: float = 0.0
     seed: int = 0
@@ -426,7 +430,7 @@ def shares_text(shares: dict[str, float]) -> str:
 
 def train_command(config: dict, init: str | None) -> str:
     """The command that trains a run of this config from `init` (the preset's own values left out)."""
-    preset = "draft" if config.get("teacher") else "target"
+    preset = config.get("preset") or ("draft" if config.get("teacher") else "target")  # older records: no preset
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
     for key in ("name", "data", "init", "init_layers", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
@@ -474,10 +478,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fns-from", type=argument_type(lambda text: real_number(text, "--fns-from", 0, 1)),
                         help="share of the steps after which FNS joins the loss "
                         "(0: from the start, as suits continued training)")
-    parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model)")
+    parser.add_argument("--teacher", help="the trained target a draft distils from (default: runs/carbon-demo/model); "
+                                          "for a target, with --distill-weight, the model it is kept near (its "
+                                          "--init, say, while it learns splice sites)")
     parser.add_argument("--distill-weight",
                         type=argument_type(lambda text: real_number(text, "--distill-weight", 0, 1)),
-                        help="a draft's share of the loss given to the KL divergence from its teacher (the draft "
+                        help="the share of the loss given to the KL divergence from the teacher (the draft "
                              "preset's 0.5; nearer 1, it follows the teacher more and the data less)")
     shape = parser.add_argument_group("the preset's shape and batch, overridden (a GPU takes a larger model and "
                                       "batch than these 2-core presets)")
@@ -503,8 +509,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
                              "mammal=3 (default: every row alike); needs data built with train_groups.npy")
     args = parser.parse_args(argv)
-    if args.distill_weight is not None and args.preset != "draft":
-        parser.error("--distill-weight is for a draft (--preset draft): a target has no teacher")
+    if args.preset == "target" and (args.teacher is None) != (args.distill_weight is None):
+        parser.error("a target's --teacher and --distill-weight go together: the model it is kept near and the "
+                     "share of the loss that keeps it there")
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     if args.init_layers is not None and args.init is None:
         parser.error("--init-layers cuts the --init model: name one with --init")
@@ -512,7 +519,7 @@ def main(argv: list[str] | None = None) -> None:
                 *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
-    if cfg.teacher:
+    if cfg.teacher or args.teacher:
         cfg = replace(cfg, teacher=args.teacher or str(model_folder(args.out_root, "carbon-demo")))
     train(cfg, resume=args.resume)
 
