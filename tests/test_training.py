@@ -528,6 +528,9 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert card["train_splice_site_tokens"] > 0
     with pytest.raises(SystemExit, match="no training data in .*carbon_app.training.data --out"):
         train(replace(cfg, data=str(tmp_path / "elsewhere")))
+    for field, flag in (("init", "--init"), ("teacher", "--teacher")):  # named, not looked for on the hub
+        with pytest.raises(SystemExit, match=f"{flag} .*nowhere: not a model folder"):
+            train(replace(cfg, **{field: str(tmp_path / "nowhere")}, distill_weight=0.5))
     spliced_dir = train(replace(cfg, name="spliced", splice_weight=1.0, batch=16))
     spliced_plain = load_file(train(replace(cfg, name="spliced-plain", batch=16)) / "model.safetensors")
     spliced = load_file(spliced_dir / "model.safetensors")

@@ -279,6 +279,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if not (data / "train_rows.npy").exists() or not (data / "tokenizer").is_dir():
         raise SystemExit(f"no training data in {data}: build it first with "
                          f"`python -m carbon_app.training.data --out {data}`")
+    for flag, folder in (("--init", cfg.init), ("--teacher", cfg.teacher)):
+        if folder and not (Path(folder) / "config.json").exists():  # else transformers would look on the hub
+            raise SystemExit(f"{flag} {folder}: not a model folder (no config.json)")
     text = PreTrainedTokenizerFast.from_pretrained(str(data / "tokenizer"))
     dna_config = DnaConfig.from_file(data / "tokenizer" / "dna_config.json")
     tokenizer = CarbonTokenizer(dna_config, text)
