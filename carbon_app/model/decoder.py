@@ -64,7 +64,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 # A layer is these two parts with the cache write and attention between them. They take tensors and
-# numbers only, so one compiled version of each (`LeanDecoder.fused`) serves every layer of a model.
+# numbers only, so one compiled version of each (`fused_parts`) serves every layer of every model.
 
 def _attention_inputs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                       qkv_weight: torch.Tensor, qkv_bias: torch.Tensor | None, q_size: int, kv_size: int,
