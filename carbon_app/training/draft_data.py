@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .data import WINDOW_TOKENS
+from .train import not_a_model
 
 CONTEXT_TOKENS = 96  # the real DNA each row starts from (576 bases), like the 594 bases the evaluation gives
 TEMPERATURES = (0.0, 0.9)  # greedy, and the sampling temperature the app's designs start from
@@ -106,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     teacher, source = Path(args.teacher), Path(args.data)
-    if not (teacher / "config.json").exists():
-        parser.error(f"--teacher {teacher}: not a model folder (no config.json)")
+    if problem := not_a_model("--teacher", teacher):
+        parser.error(problem)
     if not (source / "train_rows.npy").exists():
         parser.error(f"--data {source}: no training data (build it with `python -m carbon_app.training.data`)")
     out = Path(args.out)

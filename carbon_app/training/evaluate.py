@@ -40,7 +40,7 @@ from ..inference.generate import generate
 from ..inference.score import METHODS, score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
-from .train import model_folder, shares_text, train_command, training_lineage
+from .train import model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
 
 MAX_MARKOV_ORDER = 10
 METHOD_NAMES = {"marginal": "reference FNS marginals (the product of six per-base distributions)",
@@ -580,7 +580,7 @@ def kl_text(cfg: dict) -> str:
     """What a run's KL term was: a draft's distillation, or what kept a target near another model."""
     if not cfg.get("teacher"):
         return ""
-    if cfg.get("preset", "draft") == "draft":
+    if run_preset(cfg) == "draft":
         return f"Distilled from carbon-demo (KL weight {cfg['distill_weight']})."
     return f"Kept near {cfg['teacher']} by the KL divergence from it (weight {cfg['distill_weight']})."
 
@@ -629,8 +629,8 @@ def main(argv: list[str] | None = None) -> None:
                              "again for the same target) and keep the saved target's")
     args = parser.parse_args(argv)
     for flag, folder in (("--target", args.target), ("--draft", args.draft), ("--previous", args.previous)):
-        if folder is not None and not (folder / "config.json").is_file():
-            parser.error(f"{flag} {folder}: not a model folder (no config.json); a run's model is runs/<name>/model")
+        if problem := not_a_model(flag, folder):
+            parser.error(problem)
     if args.measure_draft and not (args.results and args.draft):
         parser.error("--measure-draft needs --results (the target's saved figures) and --draft (the draft to measure)")
     if args.results:

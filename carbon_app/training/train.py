@@ -280,8 +280,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         raise SystemExit(f"no training data in {data}: build it first with "
                          f"`python -m carbon_app.training.data --out {data}`")
     for flag, folder in (("--init", cfg.init), ("--teacher", cfg.teacher)):
-        if folder and not (Path(folder) / "config.json").exists():  # else transformers would look on the hub
-            raise SystemExit(f"{flag} {folder}: not a model folder (no config.json)")
+        if problem := not_a_model(flag, folder):
+            raise SystemExit(problem)
     text = PreTrainedTokenizerFast.from_pretrained(str(data / "tokenizer"))
     dna_config = DnaConfig.from_file(data / "tokenizer" / "dna_config.json")
     tokenizer = CarbonTokenizer(dna_config, text)
@@ -406,6 +406,14 @@ def model_folder(out_root: str, name: str) -> Path:
     return Path(out_root) / name / "model"
 
 
+def not_a_model(flag: str, folder: str | Path | None) -> str | None:
+    """What is wrong with `flag`'s model folder, if anything (None when it holds a model or none was named):
+    a name transformers cannot find on disk it would look for on the hub, and fail there with a traceback."""
+    if folder is not None and not (Path(folder) / "config.json").is_file():
+        return f"{flag} {folder}: not a model folder (no config.json); a run's model is runs/<name>/model"
+    return None
+
+
 def training_lineage(model_dir: str | Path | None) -> list[dict]:
     """The training runs a model's weights came through, oldest first, each its config and last log entry:
     read from the model's training.json, then from its `--init` model's (kept there as "lineage" when it
@@ -431,9 +439,14 @@ def shares_text(shares: dict[str, float]) -> str:
     return ",".join(f"{name}={share:g}" for name, share in shares.items())
 
 
+def run_preset(config: dict) -> str:
+    """The preset a run's recorded config was trained under (older records name none: a teacher meant a draft)."""
+    return config.get("preset") or ("draft" if config.get("teacher") else "target")
+
+
 def train_command(config: dict, init: str | None) -> str:
     """The command that trains a run of this config from `init` (the preset's own values left out)."""
-    preset = config.get("preset") or ("draft" if config.get("teacher") else "target")  # older records: no preset
+    preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
     for key in ("name", "data", "init", "init_layers", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
