@@ -49,6 +49,7 @@ class VcfSummary:
     hint: str | None = None  # e.g. many REF mismatches: the wrong genome build?
     seconds: float = 0.0
     sorted: bool = True  # records in coordinate order (contigs in blocks, positions rising): can be indexed
+    method: str = ""  # the scoring method the deltas were read with (the model's own where none was named)
     _last: tuple[str, int] | None = None
     _contigs_done: set = field(default_factory=set)
 
@@ -232,7 +233,7 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
                    frames=frames, context=context)
     scorer = scorer or LocalScorer(bundle, reference, options)
     began = time.perf_counter()
-    summary = VcfSummary()
+    summary = VcfSummary(method=method)
     with tempfile.TemporaryDirectory(dir=vcf_out.parent if vcf_out.parent.exists() else None) as tmp:
         clean = Path(tmp) / "input.vcf"
         line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings, context)

@@ -52,11 +52,10 @@ def vcf_tab(page: Page) -> None:
                                                     method=method, context=context)
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
-        method = method or service.variant_method(model)  # none named (an API call): the model's own, as scored
         made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`; "
-                f"window {window}; {'both strands' if strand else 'one strand'}; {fmt.METHOD_WORDS[method]}"
+                f"window {window}; {'both strands' if strand else 'one strand'}; {fmt.METHOD_WORDS[result.method]}"
                 + (f"; context ±{context}" if context else "") + " (also in the VCF's header).*")
-        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model), method),
+        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model), result.method),
                               fmt.RESEARCH_NOTE])
         return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
 
