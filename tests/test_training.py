@@ -678,6 +678,10 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
                            f"--teacher {stop} --steps 300 --lr 0.0006 --fns-from 0 --splice-weight 0.5 "
                            "--distill-weight 0.5")
     assert commands[-1].endswith(f"--teacher {kept} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
+    # a target kept near the installed model it continued: once installed over, that model is the run before it
+    installed = asdict(replace(TrainConfig(), name="next", init="assets/models/carbon-demo",
+                               teacher="assets/models/carbon-demo", distill_weight=0.3))
+    assert f"--init {kept} --teacher {kept} " in train_module.train_command(installed, str(kept))
     assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
     for command in commands:
         words = shlex.split(command)

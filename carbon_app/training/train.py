@@ -449,8 +449,10 @@ def train_command(config: dict, init: str | None) -> str:
     preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
+    # a target kept near the model it continues names that model twice; once installed over, both are `init`
+    kept_near_start = config.get("teacher") is not None and config.get("teacher") == config.get("init")
     for key in ("name", "data", "init", "init_layers", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
-        value = init if key == "init" else config.get(key)
+        value = init if key == "init" or (key == "teacher" and kept_near_start) else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
         if value is not None and value != defaults[key]:
