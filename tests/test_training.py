@@ -645,7 +645,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     from dataclasses import asdict
 
     from carbon_app.training import train as train_module
-    from carbon_app.training.evaluate import lineage_commands
+    from carbon_app.training.evaluate import lineage_commands, run_teachers
     from carbon_app.training.train import PRESETS, TrainConfig, training_lineage
 
     def run(name, init, preset="target", **settings):
@@ -678,11 +678,12 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
                            f"--teacher {stop} --steps 300 --lr 0.0006 --fns-from 0 --splice-weight 0.5 "
                            "--distill-weight 0.5")
     assert commands[-1].endswith(f"--teacher {kept} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
+    assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
     # a target kept near the installed model it continued: once installed over, that model is the run before it
     installed = asdict(replace(TrainConfig(), name="next", init="assets/models/carbon-demo",
                                teacher="assets/models/carbon-demo", distill_weight=0.3))
     assert f"--init {kept} --teacher {kept} " in train_module.train_command(installed, str(kept))
-    assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
+    assert run_teachers([*lineage, {"config": installed}])[-2:] == [str(stop), str(kept)]  # the card names it so
     for command in commands:
         words = shlex.split(command)
         assert words[:3] == ["python", "-m", "carbon_app.training.train"]

@@ -40,7 +40,7 @@ from ..inference.generate import generate
 from ..inference.score import METHODS, score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
-from .train import model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
+from .train import kept_near_start, model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
 
 MAX_MARKOV_ORDER = 10
 METHOD_NAMES = {"marginal": "reference FNS marginals (the product of six per-base distributions)",
@@ -438,13 +438,15 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
     loglik = results["species_tag_loglik_delta_per_base"]
     agreement = results.get("draft_greedy_agreement")
     runs = [*training.get("lineage", []), {"config": cfg, "final": log[-1] if log else None}]
+    teachers = run_teachers(runs)
     runs_table = "\n".join(
         f"| {r['config']['name']} | {r['config']['steps']} | {r['config']['lr']:g} | "
         f"{int(r['config']['fns_from'] * r['config']['steps'])} | {r['config'].get('frame_weight') or 0:g} | "
         f"{r['config'].get('stop_weight') or 0:g} | {r['config'].get('splice_weight') or 0:g} | "
         f"{shares_text(r['config'].get('group_weights') or {}) or '-'} | "
-        f"{r['config'].get('teacher') or '-'} | "
-        f"{r['final']['minutes']:.0f} | {r['final']['val_bits_per_base']:.3f} |" for r in runs)
+        f"{teacher or '-'} | "
+        f"{r['final']['minutes']:.0f} | {r['final']['val_bits_per_base']:.3f} |" for r, teacher in zip(runs, teachers,
+                                                                                                   strict=True))
     continued = "" if len(runs) == 1 else f"""
 Trained in {len(runs)} runs, each continuing from the weights of the one before (`--init`); the last is
 described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
@@ -498,7 +500,7 @@ template mix in training: {json.dumps(data_card['template_mix'])}; gene windows 
 {cfg['steps']} steps of {cfg['batch']} windows, AdamW (lr {cfg['lr']} cosine to {cfg['min_lr']}, warm-up
 {cfg['warmup']}, weight decay {cfg['weight_decay']}), seed {cfg['seed']}. Cross-entropy over the 6-mers, then
 from step {int(cfg['fns_from'] * cfg['steps'])} the mean of cross-entropy and the FNS per-base loss.
-{kl_text(cfg)}
+{kl_text({**cfg, 'teacher': teachers[-1]})}
 
 | step | train loss | validation CE / token | bits / base | FNS loss / base |
 |---|---|---|---|---|
@@ -574,6 +576,13 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         (dest / "eval.json").write_text(json.dumps(measured, indent=1) + "\n")
         (dest / "README.md").write_text(model_card(dest, role["role"], results, commands))
         print(f"installed {dest}")
+
+
+def run_teachers(runs: list[dict]) -> list[str | None]:
+    """Each run's teacher as its Regenerate command names it: for a target kept near the model it continued,
+    the run before it's output (the folder the run recorded may since hold the run's own result, installed)."""
+    return [str(model_folder(runs[i - 1]["config"]["out_root"], runs[i - 1]["config"]["name"]))
+            if i and kept_near_start(run["config"]) else run["config"].get("teacher") for i, run in enumerate(runs)]
 
 
 def kl_text(cfg: dict) -> str:

@@ -444,15 +444,19 @@ def run_preset(config: dict) -> str:
     return config.get("preset") or ("draft" if config.get("teacher") else "target")
 
 
+def kept_near_start(config: dict) -> bool:
+    """Whether a run was kept near the very model it continued (`--teacher` naming its `--init`): once that
+    folder is installed over it holds the run's own result, so what the run was kept near is the run before."""
+    return config.get("teacher") is not None and config.get("teacher") == config.get("init")
+
+
 def train_command(config: dict, init: str | None) -> str:
     """The command that trains a run of this config from `init` (the preset's own values left out)."""
     preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    # a target kept near the model it continues names that model twice; once installed over, both are `init`
-    kept_near_start = config.get("teacher") is not None and config.get("teacher") == config.get("init")
     for key in ("name", "data", "init", "init_layers", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
-        value = init if key == "init" or (key == "teacher" and kept_near_start) else config.get(key)
+        value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
         if value is not None and value != defaults[key]:
