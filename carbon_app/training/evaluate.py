@@ -284,6 +284,7 @@ def load_float32(model_dir: Path, device: str):
     return load_bundle(str(model_dir), device=torch.device(device), dtype=torch.float32)
 
 
+@torch.inference_mode()
 def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir: Path | None = None,
              device: str = "cpu") -> dict:
     """Every figure of the cards. The models run in float32 on `device`, so a GPU gives the CPU's
