@@ -50,7 +50,8 @@ def test_model_cards_carry_the_evaluation(manager):
     assert "| carbon-demo, no tag | " in card
     assert f"{100 * results['target']['all']:.1f} |" in card
     assert f"{100 * results['markov']['all']:.1f} |" in card
-    assert results["target"]["all"] > results["markov"]["all"] + 0.03  # recovery: 34.0% against 28.8%
+    assert results["target"]["all"] > results["markov"]["all"] + 0.03  # recovery: 33.6% against 29.0%
+    assert all(results["target"][group] > markov for group, markov in results["markov"].items())  # in every group
     variants = results["target_variants"]
     header = next(line for line in card.splitlines() if line.startswith("| task | group |"))
     columns = [c.strip() for c in header.strip("|").split("|")]
@@ -68,7 +69,7 @@ def test_model_cards_carry_the_evaluation(manager):
     for group, value in marginal["coding"]["auroc"].items():
         assert rows[("stop-gain vs synonymous", group)][columns.index("carbon-demo, marginal")] == f"{value:.3f}"
     quality = results["quality"]
-    assert quality["stop_gain_vs_synonymous_auroc"] == variants["coding"]["auroc"]["all"]
+    assert quality["stop_gain_vs_synonymous_auroc"] == variants["coding"]["auroc"]["all"] >= 0.85  # 0.855: goal met
     assert quality["splice_site_vs_deep_intronic_auroc"] == variants["splice"]["auroc"]["all"]
     assert quality["other_methods"]["marginal"]["stop_gain_vs_synonymous_auroc"] == marginal["coding"]["auroc"]["all"]
     bundle = manager.get("carbon-demo")
