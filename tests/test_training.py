@@ -269,9 +269,10 @@ def test_token_frames_give_each_6mer_its_codon_place_on_either_strand():
 def test_token_splice_sites_mark_the_6mers_holding_an_introns_first_or_last_two_bases():
     # the intron 400-600: its GT at 400-401, its AG at 598-599 (forward, 0-based)
     plus = Transcript("t", "g", 1, [(100, 400), (600, 1000)], [(150, 400), (600, 900)], "protein_coding")
-    assert list(demo_data.token_splice_sites(plus, range(390, 414))) == [0, 1, 0, 0]  # 396-401 holds 400, 401
-    assert list(demo_data.token_splice_sites(plus, range(593, 611))) == [1, 1, 0]  # 593-598 holds 598; 599-604
-    assert list(demo_data.token_splice_sites(plus, range(605, 593, -1))) == [0, 1]  # backwards: exon 2, then the AG
+    # bit j: the 6-mer's j-th base in reading order
+    assert list(demo_data.token_splice_sites(plus, range(390, 414))) == [0, 16 + 32, 0, 0]  # 396-401: 400, 401
+    assert list(demo_data.token_splice_sites(plus, range(593, 611))) == [32, 1, 0]  # 593-598 holds 598; 599-604
+    assert list(demo_data.token_splice_sites(plus, range(605, 593, -1))) == [0, 1 + 2]  # backwards: 599, 598
     assert list(demo_data.token_splice_sites(plus, range(402, 420))) == [0, 0, 0]  # inside the intron
     assert not demo_data.token_splice_sites(replace(plus, exons=[(100, 1000)]), range(390, 414)).any()  # no intron
 
@@ -323,6 +324,10 @@ def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(
             assert not marked  # spliced away, or not annotated
         elif window["kind"] == "splice":
             assert marked and all(any(pair in token for pair in ("GT", "AG", "AC", "CT")) for token in marked)
+            # the marked bases themselves are a G/T or A/G of the gene's strand (C/A or T/C read backwards)
+            bases = {window["seq"][6 * j + b] for j, mark in enumerate(window["splice_sites"])
+                     for b in range(6) if mark >> b & 1}
+            assert bases and bases <= set("GTA" if window["gene_region"] else "CAT")
 
 
 def test_the_stop_table_and_term_know_each_frame_on_either_strand():
@@ -537,6 +542,17 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert any(not torch.equal(spliced[k], spliced_plain[k]) for k in plain)  # the splice term reached the decoder
     log = json.loads((spliced_dir / "training.json").read_text())["log"]
     assert log[-1]["train_splice"] > 0
+    # the per-base form: the marginals of the marked bases alone, smaller than the whole 6-mer's cross-entropy
+    per_base_dir = train(replace(cfg, name="spliced-bases", splice_base_weight=1.0, batch=16))
+    per_base = load_file(per_base_dir / "model.safetensors")
+    assert any(not torch.equal(per_base[k], spliced_plain[k]) for k in plain)
+    log = json.loads((per_base_dir / "training.json").read_text())["log"]
+    assert 0 < log[-1]["train_splice_bases"] < log[-1]["train_splice"]
+    card_text = (data / "data_card.json").read_text()
+    (data / "data_card.json").write_text(card_text.replace('"splice_marks"', '"older_marks"'))
+    with pytest.raises(SystemExit, match="--splice-base-weight needs .*each splice base"):
+        train(replace(cfg, name="old-marks", splice_base_weight=1.0))
+    (data / "data_card.json").write_text(card_text)
     (data / "train_splice.npy").unlink()
     with pytest.raises(SystemExit, match="train_splice.npy"):
         train(replace(cfg, name="no-marks", splice_weight=1.0))

@@ -32,9 +32,9 @@ average both strands, so the model must know a gene read backwards too);
 their coding tokens are labelled ANTISENSE + the codon place of their first
 base. Training can read the labels to supervise a reading-frame probe and
 to keep in-frame stop codons out of the coding sequence (`train.py`). The
-6-mers that hold a base of a canonical splice dinucleotide (an intron's first
-or last two bases) are marked too (`train_splice.npy`), for training that
-weighs them more (`train --splice-weight`). Each
+bases of canonical splice dinucleotides (an intron's first or last two
+bases) are marked too, per 6-mer and base (`train_splice.npy`), for training
+that weighs them more (`train --splice-weight`). Each
 row's group is kept too (`train_groups.npy`), for continued training that
 draws a weak group's windows more often (`train --group-weights`).
 """
@@ -284,12 +284,13 @@ def token_frames(transcript: Transcript, forward: Sequence[int], antisense: bool
 
 
 def token_splice_sites(transcript: Transcript, forward: Sequence[int]) -> np.ndarray:
-    """1 for each whole 6-mer of a window (its bases' forward indices in `forward`, read on either strand) that
-    holds a base of a canonical splice dinucleotide, an intron's first two or last two bases (GT...AG on the
-    transcript's strand), else 0."""
+    """For each whole 6-mer of a window (its bases' forward indices in `forward`, read on either strand), which
+    of its bases belong to a canonical splice dinucleotide, an intron's first two or last two bases (GT...AG on
+    the transcript's strand): bit j set for its j-th base in reading order, 0 for a 6-mer holding none. The
+    6-mer marks say where the splice term applies; the bits say which bases its per-base form reads."""
     sites = {at for start, end in transcript.introns() for at in (start, start + 1, end - 2, end - 1)}
-    return np.array([any(at in sites for at in forward[i : i + K]) for i in range(0, len(forward) // K * K, K)],
-                    dtype=np.int8)
+    return np.array([sum(1 << j for j, at in enumerate(forward[i : i + K]) if at in sites)
+                     for i in range(0, len(forward) // K * K, K)], dtype=np.int8)
 
 
 def _window(record: Record, kind: str, transcripts: list[Transcript], rng: random.Random
@@ -431,8 +432,8 @@ def tag_ids(tokenizer, species: str | None, region: str | None) -> list[int]:
 
 def to_rows(windows: list[dict], tokenizer, pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Token rows [N, 2 + 1 + 252] (left-aligned, right-padded), the index of `<dna>` in each, the
-    frame label of each row position (FRAME_UNKNOWN on tags and pads) and whether each position's 6-mer
-    holds a canonical splice dinucleotide's base (0 on tags and pads).
+    frame label of each row position (FRAME_UNKNOWN on tags and pads) and which bases of each position's
+    6-mer belong to a canonical splice dinucleotide (`token_splice_sites`' bits; 0 on tags and pads).
 
     A window shorter than WINDOW (a short mRNA) keeps its whole 6-mers and is padded."""
     width = 2 + 1 + WINDOW_TOKENS
@@ -499,7 +500,8 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
         "train_regions": dict(Counter(w["gene_region"] or "none" for w in train)),
         "train_kinds": dict(Counter(w["kind"] for w in train)),
         "train_token_frames": {frame_name(label): int((frames == label).sum()) for label in FRAME_LABELS},
-        "train_splice_site_tokens": int(splice_sites.sum()),
+        "train_splice_site_tokens": int(np.count_nonzero(splice_sites)),
+        "splice_marks": "per base",  # train_splice.npy's bits name each splice base of a 6-mer
         "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),

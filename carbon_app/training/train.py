@@ -21,9 +21,15 @@ every coding token whose true 6-mer holds none. With `--splice-weight`, the
 6-mers that hold a base of a canonical splice dinucleotide (the GT and AG at
 an intron's ends) get their cross-entropy added again with that weight: they
 are a few in ten thousand tokens, and the splice signal variant scores are
-read for is lost in the mean otherwise. All three read the annotation of
-the training genes only; the probe is training scaffolding, not part of the
-saved model, which stays a plain Llama decoder. Seeded,
+read for is lost in the mean otherwise. With `--splice-base-weight`, the
+splice dinucleotide's bases themselves get their FNS per-base cross-entropy
+(the negative log-marginal of the true base at that place of the 6-mer)
+added with that weight: it asks for the G, T, A or G there and nothing of
+the 6-mer's other four bases, whose cross-entropy the 6-mer form also
+raises, moving the model's guesses around every GT and AG. All four read
+the annotation of the training genes only; the probe is training
+scaffolding, not part of the saved model, which stays a plain Llama
+decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
 Face model directory with `dna_config.json` and the tokenizer files, which
 the model manager loads exactly like a Carbon checkpoint.
@@ -53,7 +59,8 @@ from .data import ANTISENSE, FRAME_LABELS, GROUPS, NOT_CODING, named_shares, tra
 
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
-OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "group_weights", "distill_weight")
+OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "splice_base_weight", "group_weights",
+             "distill_weight")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -96,6 +103,7 @@ class TrainConfig:
     frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
     stop_weight: float = 0.0  # weight of the in-frame stop unlikelihood term added to the loss (0: none)
     splice_weight: float = 0.0  # weight of the splice-site 6-mers' cross-entropy added to the loss (0: none)
+    splice_base_weight: float = 0.0  # weight of the splice dinucleotide bases' FNS cross-entropy (0: none)
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
 
     @property
@@ -209,8 +217,8 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
                 splice_sites: torch.Tensor | None = None):
     """Cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer targets, (with a
     probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop table) the stop
-    unlikelihood and (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers (0
-    where a batch holds none)."""
+    unlikelihood and (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers and the
+    FNS cross-entropy of their splice dinucleotide bases (each 0 where a batch holds none)."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
@@ -234,12 +242,18 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="batchmean")
     stop = (stop_loss(logprobs, kmer, frames[:, 1:][keep], stops) if stops is not None
             else torch.zeros((), device=rows.device))
-    splice = torch.zeros((), device=rows.device)
+    splice = splice_bases = torch.zeros((), device=rows.device)
     if splice_sites is not None:
-        at_site = splice_sites[:, 1:][keep].bool()
+        marks = splice_sites[:, 1:][keep]
+        at_site = marks != 0
         if at_site.any():
             splice = F.nll_loss(logprobs[at_site], kmer[at_site])
-    return ce, fns, kl, frame, stop, splice
+            k = k_of(n_kmers)
+            is_site_base = (marks[at_site].unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1
+            base_logprobs = log_marginals(logprobs[at_site], tails="clamp").gather(
+                -1, kmer_digits(kmer[at_site], k).unsqueeze(-1)).squeeze(-1)
+            splice_bases = -base_logprobs[is_site_base].mean()
+    return ce, fns, kl, frame, stop, splice, splice_bases
 
 
 def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
@@ -297,10 +311,15 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if cfg.stop_weight:
         stops = in_frame_stops(tokenizer.k).to(cfg.device)
     splice_sites = None
-    if cfg.splice_weight:
+    if cfg.splice_weight or cfg.splice_base_weight:
+        flag = "--splice-weight" if cfg.splice_weight else "--splice-base-weight"
         if not (data / "train_splice.npy").exists():
-            raise SystemExit(f"--splice-weight needs {data}/train_splice.npy: rebuild the data with this version")
+            raise SystemExit(f"{flag} needs {data}/train_splice.npy: rebuild the data with this version")
         splice_sites = torch.from_numpy(np.load(data / "train_splice.npy"))
+        card = json.loads((data / "data_card.json").read_text())
+        if cfg.splice_base_weight and card.get("splice_marks") != "per base":  # an older build marks 6-mers only
+            raise SystemExit(f"--splice-base-weight needs {data}/train_splice.npy to mark each splice base: "
+                             "rebuild the data with this version")
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
     if cfg.init:
@@ -351,7 +370,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            ce, fns, kl, frame, stop, splice = kmer_losses(
+            ce, fns, kl, frame, stop, splice, splice_bases = kmer_losses(
                 model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device))
@@ -360,7 +379,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
         if probe is not None:
             loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * frame
-        loss = loss + cfg.stop_weight * stop + cfg.splice_weight * splice
+        loss = loss + cfg.stop_weight * stop + cfg.splice_weight * splice + cfg.splice_base_weight * splice_bases
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -378,7 +397,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if step % 50 == 0 or step == cfg.steps:
             fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
-                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {stop.item():.4f}  splice {splice.item():.4f}  "
+                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {stop.item():.4f}  splice {splice.item():.4f}"
+                  f"/{splice_bases.item():.4f} per base  "
                   f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -389,7 +409,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_fns": fns.item() if with_fns else None,
                      "train_frame": frame.item() if probe is not None else None,
                      "train_stop": stop.item() if stops is not None else None,
-                     "train_splice": splice.item() if splice_sites is not None else None, "val_ce": v_ce.item(),
+                     "train_splice": splice.item() if splice_sites is not None else None,
+                     "train_splice_bases": splice_bases.item() if splice_sites is not None else None,
+                     "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
             log.append(entry)
@@ -525,6 +547,11 @@ def main(argv: list[str] | None = None) -> None:
                         type=argument_type(lambda text: real_number(text, "--splice-weight", 0, 10)),
                         help="weight of the cross-entropy of the 6-mers holding a canonical splice "
                              "dinucleotide's base, added to the loss (default 0: none); needs data built with "
+                             "train_splice.npy")
+    parser.add_argument("--splice-base-weight",
+                        type=argument_type(lambda text: real_number(text, "--splice-base-weight", 0, 10)),
+                        help="weight of the FNS cross-entropy of the canonical splice dinucleotides' bases "
+                             "themselves, added to the loss (default 0: none); needs data built with "
                              "train_splice.npy")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
