@@ -372,8 +372,10 @@ def app_suite(repeats: int, context: int = 8) -> None:
         try:
             client = Client(url, verbose=False)
             contenders = {
+                # the same method on both sides: the app is asked for the marginals by name, and the engine's
+                # default is the model's own method, which for carbon-demo is the chain rule
                 "script": lambda: describe_variant(bundle, hbb, variant, None, context, window=1500,
-                                                   strand_average=True).context.more_damaging_than,
+                                                   strand_average=True, method="marginal").context.more_damaging_than,
                 "app": lambda: client.predict("carbon-demo", "none", "none", hbb, None, variant, "", 1500, True,
                                               "marginal", "none", "", context, api_name="/score_variant"
                                               )[-1]["context"]["more_damaging_than"],
