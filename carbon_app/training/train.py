@@ -212,6 +212,11 @@ def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tenso
     return F.cross_entropy(probe(hidden[known]).float(), frames[:, 1:][known].long())
 
 
+def true_base_logprobs(logprobs: torch.Tensor, kmer: torch.Tensor, k: int) -> torch.Tensor:
+    """[tokens, 4^k] 6-mer log-probs and the true 6-mers -> [tokens, k] the log-marginal of each true base."""
+    return log_marginals(logprobs, tails="clamp").gather(-1, kmer_digits(kmer, k).unsqueeze(-1)).squeeze(-1)
+
+
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
                 splice_sites: torch.Tensor | None = None):
@@ -228,9 +233,10 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     kmer = targets[keep] - kmer_start
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     ce = F.nll_loss(logprobs, kmer)
+    true_bases = None  # [tokens, k] log-marginal of each token's true base at each place, where FNS needs it
     if with_fns:
-        digits = kmer_digits(kmer, k_of(n_kmers))
-        fns = -log_marginals(logprobs, tails="clamp").gather(-1, digits.unsqueeze(-1)).mean()
+        true_bases = true_base_logprobs(logprobs, kmer, k_of(n_kmers))
+        fns = -true_bases.mean()
     else:  # before its stage FNS is neither trained nor worth its cost on every step
         fns = torch.full((), float("nan"), device=rows.device)
     kl = torch.zeros((), device=rows.device)
@@ -250,9 +256,9 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             splice = F.nll_loss(logprobs[at_site], kmer[at_site])
             k = k_of(n_kmers)
             is_site_base = (marks[at_site].unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1
-            base_logprobs = log_marginals(logprobs[at_site], tails="clamp").gather(
-                -1, kmer_digits(kmer[at_site], k).unsqueeze(-1)).squeeze(-1)
-            splice_bases = -base_logprobs[is_site_base].mean()
+            site_bases = (true_bases[at_site] if true_bases is not None
+                          else true_base_logprobs(logprobs[at_site], kmer[at_site], k))
+            splice_bases = -site_bases[is_site_base].mean()
     return ce, fns, kl, frame, stop, splice, splice_bases
 
 
