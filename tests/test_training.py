@@ -6,6 +6,7 @@ import argparse
 import gzip
 import itertools
 import json
+import math
 import random
 import re
 from collections import Counter
@@ -31,7 +32,7 @@ from carbon_app.training.data import (
     write_dataset,
 )
 from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
-from carbon_app.training.train import holds_stop, in_frame_stops, stop_loss
+from carbon_app.training.train import holds_stop, in_frame_stops, splice_contrast_loss, stop_loss
 from carbon_app.training.variant_sets import coding_variants, held_out_variant_sets, splice_variants
 from tests.conftest import random_dna
 
@@ -260,6 +261,14 @@ def test_token_frames_give_each_6mer_its_codon_place_on_either_strand():
     assert list(demo_data.token_frames(plus, list(range(996, 1008)))) == [3, -1]  # past the transcript: unknown
     # read on the minus strand the CDS begins at 899: its bases 899, 898, 897 are codon places 0, 1, 2
     assert list(demo_data.token_frames(minus, list(range(1011, 885, -1)))) == [-1, -1] + [3] * 17 + [2, 2]
+    # a 6-mer that leaves the CDS has no frame: its last bases are no codon's (the intron's GT at 400, the 3' UTR)
+    assert list(demo_data.token_frames(plus, list(range(390, 408)))) == [0, -1, 3]  # 396-401 holds 400, 401
+    assert list(demo_data.token_frames(plus, list(range(891, 909)))) == [1, -1, 3]  # 897-902 holds 900, 901, 902
+    mrna = plus.positions(plus.exons)[290:308]  # ... 396-399, 600-601 ...: spliced, the codons run on
+    assert list(demo_data.token_frames(plus, mrna)) == [0, 0, 0]
+    # read backwards (antisense) the CDS is left at its start (149) and at exon 2's 5' end (599)
+    assert list(demo_data.token_frames(plus, list(range(159, 141, -1)), antisense=True)) == [4 + 0, -1, 3]
+    assert list(demo_data.token_frames(plus, list(range(609, 591, -1)), antisense=True)) == [4 + 1, -1, 3]
     no_cds = Transcript("n", "n", 1, [(100, 400)], [], "protein_coding")
     trna = Transcript("r", "r", 1, [(100, 400)], [], "tRNA")
     assert set(demo_data.token_frames(no_cds, list(range(100, 160)))) == {-1}  # may code: the table cannot say
@@ -346,6 +355,23 @@ def test_the_stop_table_and_term_know_each_frame_on_either_strand():
     assert stop_loss(logprobs[1:2], kmer[1:2], labels[1:2], table) < 1e-6
     assert stop_loss(logprobs[2:], kmer[2:], labels[2:], table) == 0  # the annotated stop codon is left alone
     assert stop_loss(logprobs[:1], kmer[:1], torch.tensor([3]), table) == 0  # not coding: no frame to keep
+
+
+def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_only():
+    index = {"".join(bases): i for i, bases in enumerate(itertools.product(BASES, repeat=6))}
+    kmer, marks = torch.tensor([index["AGGTAA"]]), torch.tensor([4 + 8])  # the donor's GT: its 3rd and 4th bases
+    uniform = torch.full((1, 4096), -math.log(4096))
+    assert splice_contrast_loss(uniform, kmer, marks, 6).item() == pytest.approx(math.log(16))  # 4 x 4 rivals
+    rival_up, other_up = uniform.clone(), uniform.clone()
+    rival_up[0, index["AGCAAA"]] += 3.0  # a rival: the dinucleotide changed, the other bases kept
+    other_up[0, index["TGGTAA"]] += 3.0  # not a rival: a base outside the dinucleotide changed
+    assert splice_contrast_loss(rival_up, kmer, marks, 6) > splice_contrast_loss(uniform, kmer, marks, 6) + 0.5
+    assert splice_contrast_loss(other_up.log_softmax(-1), kmer, marks, 6).item() == pytest.approx(math.log(16))
+    sure = uniform.clone()
+    sure[0, index["AGGTAA"]] = 0.0
+    assert splice_contrast_loss(sure, kmer, marks, 6) < 0.01  # 15 rivals at 1/4096 each against 1
+    one_base = splice_contrast_loss(uniform, kmer, torch.tensor([4]), 6).item()  # an acceptor's G at an exon's start
+    assert one_base == pytest.approx(math.log(4))
 
 
 def test_markov_baseline_learns_what_it_saw():
@@ -548,10 +574,22 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert any(not torch.equal(per_base[k], spliced_plain[k]) for k in plain)
     log = json.loads((per_base_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_splice_bases"] < log[-1]["train_splice"]
+    # the contrast form: the splice 6-mers among the 6-mers that differ at their splice bases only
+    contrast_dir = train(replace(cfg, name="spliced-contrast", splice_contrast_weight=1.0, batch=16))
+    contrast = load_file(contrast_dir / "model.safetensors")
+    assert any(not torch.equal(contrast[k], spliced_plain[k]) for k in plain)
+    log = json.loads((contrast_dir / "training.json").read_text())["log"]
+    assert 0 < log[-1]["train_splice_contrast"] < math.log(16) < log[-1]["train_splice"]
     card_text = (data / "data_card.json").read_text()
     (data / "data_card.json").write_text(card_text.replace('"splice_marks"', '"older_marks"'))
-    with pytest.raises(SystemExit, match="--splice-base-weight needs .*each splice base"):
-        train(replace(cfg, name="old-marks", splice_base_weight=1.0))
+    for field, flag in (("splice_base_weight", "--splice-base-weight"),
+                        ("splice_contrast_weight", "--splice-contrast-weight")):
+        with pytest.raises(SystemExit, match=f"{flag} needs .*each splice base"):
+            train(replace(cfg, name="old-marks", **{field: 1.0}))
+    (data / "data_card.json").write_text(card_text.replace('"frame_labels"', '"older_labels"'))
+    for field, flag in (("frame_weight", "--frame-weight"), ("stop_weight", "--stop-weight")):
+        with pytest.raises(SystemExit, match=f"{flag}: .*leave the CDS .*rebuild the data"):
+            train(replace(cfg, name="old-labels", **{field: 0.5}))
     (data / "data_card.json").write_text(card_text)
     (data / "train_splice.npy").unlink()
     with pytest.raises(SystemExit, match="train_splice.npy"):

@@ -26,7 +26,10 @@ Each token of a window taken from an annotated transcript also gets its
 reading frame (`train_frames.npy`, aligned with the token rows): the place
 of its first base in its codon (0, 1, 2) inside the CDS, NOT_CODING elsewhere
 within the transcript, FRAME_UNKNOWN where the annotation cannot say (genomic
-windows, outside the transcript, transcripts that may code but carry no CDS).
+windows, outside the transcript, transcripts that may code but carry no CDS)
+or where the 6-mer leaves the CDS (at an exon's end, into its intron, or past
+the stop codon): its last bases are no codon's, and a frame would count the
+stop codon in a donor's GTAAGT.
 Half the transcript windows are read on the opposite strand (variant scores
 average both strands, so the model must know a gene read backwards too);
 their coding tokens are labelled ANTISENSE + the codon place of their first
@@ -271,16 +274,29 @@ def _stranded(seq: str, start: int, strand: int) -> str:
 def token_frames(transcript: Transcript, forward: Sequence[int], antisense: bool = False) -> np.ndarray:
     """The frame label of each whole 6-mer of a window read on the transcript's strand (or, `antisense`,
     on the other), from the forward index of each of its bases (`forward`): its first base's place in its
-    codon (+ ANTISENSE), or NOT_CODING / FRAME_UNKNOWN (see the module's doc)."""
+    codon (+ ANTISENSE) where all six bases run on through the CDS, or NOT_CODING / FRAME_UNKNOWN (see the
+    module's doc)."""
     firsts = forward[: len(forward) // K * K : K]
     if not transcript.cds:
         noncoding = region_of(transcript) not in (None, "protein_coding")  # an RNA gene: known not to code
         return np.full(len(firsts), NOT_CODING if noncoding else FRAME_UNKNOWN, dtype=np.int8)
-    codon = transcript.codon_positions()
+    in_cds = {at: i for i, at in enumerate(transcript.positions(transcript.cds))}  # base -> its place in the CDS
     inside = range(transcript.start, transcript.end)  # beyond it lie other genes, unannotated here
-    shift = ANTISENSE if antisense else 0
-    return np.array([(codon[at] + shift if at in codon else NOT_CODING) if at in inside else FRAME_UNKNOWN
-                     for at in firsts], dtype=np.int8)
+    shift, step = (ANTISENSE, -1) if antisense else (0, 1)
+
+    def label(i: int) -> int:
+        at = forward[i]
+        if at not in inside:
+            return FRAME_UNKNOWN
+        if at not in in_cds:
+            return NOT_CODING
+        # a 6-mer that leaves the CDS (into an intron at an exon's end, or past the stop codon) holds bases
+        # that are no codon's: its frame would count stop codons in the donor's GTAAGT or the 3' UTR
+        if any(in_cds.get(forward[i + j]) != in_cds[at] + step * j for j in range(1, K)):
+            return FRAME_UNKNOWN
+        return in_cds[at] % 3 + shift
+
+    return np.array([label(i) for i in range(0, len(firsts) * K, K)], dtype=np.int8)
 
 
 def token_splice_sites(transcript: Transcript, forward: Sequence[int]) -> np.ndarray:
@@ -502,6 +518,7 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
         "train_token_frames": {frame_name(label): int((frames == label).sum()) for label in FRAME_LABELS},
         "train_splice_site_tokens": int(np.count_nonzero(splice_sites)),
         "splice_marks": "per base",  # train_splice.npy's bits name each splice base of a 6-mer
+        "frame_labels": "whole 6-mers in the CDS",  # a 6-mer that leaves the CDS has none (older builds gave it one)
         "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),

@@ -581,9 +581,11 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
 
 
 def splice_weights(config: dict) -> str:
-    """A run's splice terms as its card's runs table gives them: the 6-mer weight, then any per-base one."""
-    per_base = config.get("splice_base_weight") or 0
-    return f"{config.get('splice_weight') or 0:g}" + (f" + {per_base:g} per base" if per_base else "")
+    """A run's splice terms as its card's runs table gives them: the 6-mer weight, then any per-base or
+    among-rivals one."""
+    others = {"per base": config.get("splice_base_weight") or 0,
+              "among rivals": config.get("splice_contrast_weight") or 0}
+    return f"{config.get('splice_weight') or 0:g}" + "".join(f" + {w:g} {form}" for form, w in others.items() if w)
 
 
 def run_teachers(runs: list[dict]) -> list[str | None]:

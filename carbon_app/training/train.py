@@ -26,7 +26,11 @@ splice dinucleotide's bases themselves get their FNS per-base cross-entropy
 (the negative log-marginal of the true base at that place of the 6-mer)
 added with that weight: it asks for the G, T, A or G there and nothing of
 the 6-mer's other four bases, whose cross-entropy the 6-mer form also
-raises, moving the model's guesses around every GT and AG. All four read
+raises, moving the model's guesses around every GT and AG. With
+`--splice-contrast-weight`, each splice 6-mer's cross-entropy is taken among
+its rivals only, the 6-mers that differ from it at its splice bases (16 for a
+whole GT or AG): the dinucleotide given the 6-mer's other bases, which is
+what a splice-site variant's score compares, and no other 6-mer moves. All five read
 the annotation of the training genes only; the probe is training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
@@ -59,7 +63,8 @@ from .data import ANTISENSE, FRAME_LABELS, GROUPS, NOT_CODING, named_shares, tra
 
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
-OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "splice_base_weight", "group_weights",
+OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "splice_base_weight", "splice_contrast_weight",
+             "group_weights",
              "distill_weight")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
@@ -104,6 +109,7 @@ class TrainConfig:
     stop_weight: float = 0.0  # weight of the in-frame stop unlikelihood term added to the loss (0: none)
     splice_weight: float = 0.0  # weight of the splice-site 6-mers' cross-entropy added to the loss (0: none)
     splice_base_weight: float = 0.0  # weight of the splice dinucleotide bases' FNS cross-entropy (0: none)
+    splice_contrast_weight: float = 0.0  # weight of the splice 6-mers' cross-entropy among their rivals (0: none)
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
 
     @property
@@ -217,6 +223,18 @@ def true_base_logprobs(logprobs: torch.Tensor, kmer: torch.Tensor, k: int) -> to
     return log_marginals(logprobs, tails="clamp").gather(-1, kmer_digits(kmer, k).unsqueeze(-1)).squeeze(-1)
 
 
+def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, marks: torch.Tensor, k: int) -> torch.Tensor:
+    """Mean cross-entropy of each true 6-mer among its rivals: the 6-mers that differ from it at its marked
+    splice bases only (`marks`, bit j for its j-th base). It is the splice dinucleotide given the 6-mer's
+    other bases, the very comparison a splice-site variant's score makes; and it moves no other 6-mer."""
+    digits = kmer_digits(kmer, k)  # [n, k]
+    every = kmer_digits(torch.arange(4**k, device=kmer.device), k)  # [4^k, k]
+    varied = (marks.unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1  # [n, k]
+    rivals = ((every.unsqueeze(0) == digits.unsqueeze(1)) | varied.unsqueeze(1)).all(-1)  # [n, 4^k], true too
+    true = logprobs.gather(-1, kmer.unsqueeze(-1)).squeeze(-1)
+    return -(true - logprobs.masked_fill(~rivals, -math.inf).logsumexp(-1)).mean()
+
+
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
                 splice_sites: torch.Tensor | None = None):
@@ -248,7 +266,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="batchmean")
     stop = (stop_loss(logprobs, kmer, frames[:, 1:][keep], stops) if stops is not None
             else torch.zeros((), device=rows.device))
-    splice = splice_bases = torch.zeros((), device=rows.device)
+    splice = splice_bases = splice_contrast = torch.zeros((), device=rows.device)
     if splice_sites is not None:
         marks = splice_sites[:, 1:][keep]
         at_site = marks != 0
@@ -259,7 +277,8 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             site_bases = (true_bases[at_site] if true_bases is not None
                           else true_base_logprobs(logprobs[at_site], kmer[at_site], k))
             splice_bases = -site_bases[is_site_base].mean()
-    return ce, fns, kl, frame, stop, splice, splice_bases
+            splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], marks[at_site], k)
+    return ce, fns, kl, frame, stop, splice, splice_bases, splice_contrast
 
 
 def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
@@ -306,25 +325,29 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     dna_config = DnaConfig.from_file(data / "tokenizer" / "dna_config.json")
     tokenizer = CarbonTokenizer(dna_config, text)
     rows = torch.from_numpy(np.load(data / "train_rows.npy").astype(np.int64))
+    card = json.loads((data / "data_card.json").read_text())
     frames = probe = stops = None
     if cfg.frame_weight or cfg.stop_weight:
+        flag = "--frame-weight" if cfg.frame_weight else "--stop-weight"
         if not (data / "train_frames.npy").exists():
-            flag = "--frame-weight" if cfg.frame_weight else "--stop-weight"
             raise SystemExit(f"{flag} needs {data}/train_frames.npy: rebuild the data with this version")
+        if card.get("frame_labels") != "whole 6-mers in the CDS":  # older builds framed 6-mers leaving the CDS
+            raise SystemExit(f"{flag}: {data}/train_frames.npy gives a frame to 6-mers that leave the CDS "
+                             "(into an intron, past the stop codon): rebuild the data with this version")
         frames = torch.from_numpy(np.load(data / "train_frames.npy"))
         if int(frames.max()) >= FRAME_CLASSES:
             raise SystemExit(f"{data}/train_frames.npy has labels this version does not know: rebuild the data")
     if cfg.stop_weight:
         stops = in_frame_stops(tokenizer.k).to(cfg.device)
     splice_sites = None
-    if cfg.splice_weight or cfg.splice_base_weight:
-        flag = "--splice-weight" if cfg.splice_weight else "--splice-base-weight"
+    per_base = {"--splice-base-weight": cfg.splice_base_weight, "--splice-contrast-weight": cfg.splice_contrast_weight}
+    if cfg.splice_weight or any(per_base.values()):
+        flag = "--splice-weight" if cfg.splice_weight else next(flag for flag, w in per_base.items() if w)
         if not (data / "train_splice.npy").exists():
             raise SystemExit(f"{flag} needs {data}/train_splice.npy: rebuild the data with this version")
         splice_sites = torch.from_numpy(np.load(data / "train_splice.npy"))
-        card = json.loads((data / "data_card.json").read_text())
-        if cfg.splice_base_weight and card.get("splice_marks") != "per base":  # an older build marks 6-mers only
-            raise SystemExit(f"--splice-base-weight needs {data}/train_splice.npy to mark each splice base: "
+        if any(per_base.values()) and card.get("splice_marks") != "per base":  # an older build marks 6-mers only
+            raise SystemExit(f"{flag} needs {data}/train_splice.npy to mark each splice base: "
                              "rebuild the data with this version")
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
@@ -376,7 +399,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            ce, fns, kl, frame, stop, splice, splice_bases = kmer_losses(
+            ce, fns, kl, frame, stop, splice, splice_bases, splice_contrast = kmer_losses(
                 model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device))
@@ -385,7 +408,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
         if probe is not None:
             loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * frame
-        loss = loss + cfg.stop_weight * stop + cfg.splice_weight * splice + cfg.splice_base_weight * splice_bases
+        loss = (loss + cfg.stop_weight * stop + cfg.splice_weight * splice + cfg.splice_base_weight * splice_bases
+                + cfg.splice_contrast_weight * splice_contrast)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -404,7 +428,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
                   f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {stop.item():.4f}  splice {splice.item():.4f}"
-                  f"/{splice_bases.item():.4f} per base  "
+                  f"/{splice_bases.item():.4f} per base/{splice_contrast.item():.4f} among rivals  "
                   f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -417,6 +441,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_stop": stop.item() if stops is not None else None,
                      "train_splice": splice.item() if splice_sites is not None else None,
                      "train_splice_bases": splice_bases.item() if splice_sites is not None else None,
+                     "train_splice_contrast": splice_contrast.item() if splice_sites is not None else None,
                      "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
@@ -559,6 +584,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="weight of the FNS cross-entropy of the canonical splice dinucleotides' bases "
                              "themselves, added to the loss (default 0: none); needs data built with "
                              "train_splice.npy")
+    parser.add_argument("--splice-contrast-weight",
+                        type=argument_type(lambda text: real_number(text, "--splice-contrast-weight", 0, 10)),
+                        help="weight of the cross-entropy of each splice-site 6-mer among the 6-mers that differ "
+                             "from it at its splice dinucleotide's bases only, added to the loss (default 0: "
+                             "none); needs data built with train_splice.npy")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
