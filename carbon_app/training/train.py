@@ -30,7 +30,8 @@ raises, moving the model's guesses around every GT and AG. With
 `--splice-contrast-weight`, each splice 6-mer's cross-entropy is taken among
 its rivals only, the 6-mers that differ from it at its splice bases (16 for a
 whole GT or AG): the dinucleotide given the 6-mer's other bases, which is
-what a splice-site variant's score compares, and no other 6-mer moves. All five read
+what a splice-site variant's score compares; at that token its gradient
+reaches the rivals' logits only. All five read
 the annotation of the training genes only; the probe is training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
@@ -64,8 +65,7 @@ from .data import ANTISENSE, FRAME_LABELS, GROUPS, NOT_CODING, named_shares, tra
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "splice_base_weight", "splice_contrast_weight",
-             "group_weights",
-             "distill_weight")
+             "group_weights", "distill_weight")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -226,7 +226,8 @@ def true_base_logprobs(logprobs: torch.Tensor, kmer: torch.Tensor, k: int) -> to
 def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, marks: torch.Tensor, k: int) -> torch.Tensor:
     """Mean cross-entropy of each true 6-mer among its rivals: the 6-mers that differ from it at its marked
     splice bases only (`marks`, bit j for its j-th base). It is the splice dinucleotide given the 6-mer's
-    other bases, the very comparison a splice-site variant's score makes; and it moves no other 6-mer."""
+    other bases, the very comparison a splice-site variant's score makes; its gradient reaches the rivals'
+    logits only (through the shared decoder the rest still move, as every term's do)."""
     digits = kmer_digits(kmer, k)  # [n, k]
     every = kmer_digits(torch.arange(4**k, device=kmer.device), k)  # [4^k, k]
     varied = (marks.unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1  # [n, k]
@@ -240,8 +241,9 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
                 splice_sites: torch.Tensor | None = None):
     """Cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer targets, (with a
     probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop table) the stop
-    unlikelihood and (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers and the
-    FNS cross-entropy of their splice dinucleotide bases (each 0 where a batch holds none)."""
+    unlikelihood and (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers, the
+    FNS cross-entropy of their splice dinucleotide bases and their cross-entropy among their rivals (each 0
+    where a batch holds none)."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
