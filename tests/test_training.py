@@ -32,7 +32,7 @@ from carbon_app.training.data import (
     write_dataset,
 )
 from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
-from carbon_app.training.train import holds_stop, in_frame_stops, splice_contrast_loss, stop_loss
+from carbon_app.training.train import holds_stop, in_frame_stops, marked_bases, splice_contrast_loss, stop_loss
 from carbon_app.training.variant_sets import coding_variants, held_out_variant_sets, splice_variants
 from tests.conftest import random_dna
 
@@ -360,19 +360,19 @@ def test_the_stop_table_and_term_know_each_frame_on_either_strand():
 
 def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_only():
     index = {"".join(bases): i for i, bases in enumerate(itertools.product(BASES, repeat=6))}
-    kmer, marks = torch.tensor([index["AGGTAA"]]), torch.tensor([4 + 8])  # the donor's GT: its 3rd and 4th bases
+    kmer, gt = torch.tensor([index["AGGTAA"]]), marked_bases(torch.tensor([4 + 8]), 6)  # the donor's GT: bases 3, 4
     uniform = torch.full((1, 4096), -math.log(4096))
-    assert splice_contrast_loss(uniform, kmer, marks, 6).item() == pytest.approx(math.log(16))  # 4 x 4 rivals
+    assert splice_contrast_loss(uniform, kmer, gt).item() == pytest.approx(math.log(16))  # 4 x 4 rivals
     rival_up, other_up = uniform.clone(), uniform.clone()
     rival_up[0, index["AGCAAA"]] += 3.0  # a rival: the dinucleotide changed, the other bases kept
     other_up[0, index["TGGTAA"]] += 3.0  # not a rival: a base outside the dinucleotide changed
-    assert splice_contrast_loss(rival_up, kmer, marks, 6) > splice_contrast_loss(uniform, kmer, marks, 6) + 0.5
-    assert splice_contrast_loss(other_up.log_softmax(-1), kmer, marks, 6).item() == pytest.approx(math.log(16))
+    assert splice_contrast_loss(rival_up, kmer, gt) > splice_contrast_loss(uniform, kmer, gt) + 0.5
+    assert splice_contrast_loss(other_up.log_softmax(-1), kmer, gt).item() == pytest.approx(math.log(16))
     sure = uniform.clone()
     sure[0, index["AGGTAA"]] = 0.0
-    assert splice_contrast_loss(sure, kmer, marks, 6) < 0.01  # 15 rivals at 1/4096 each against 1
-    one_base = splice_contrast_loss(uniform, kmer, torch.tensor([4]), 6).item()  # an acceptor's G at an exon's start
-    assert one_base == pytest.approx(math.log(4))
+    assert splice_contrast_loss(sure, kmer, gt) < 0.01  # 15 rivals at 1/4096 each against 1
+    one_base = marked_bases(torch.tensor([4]), 6)  # an acceptor's G at an exon's start
+    assert splice_contrast_loss(uniform, kmer, one_base).item() == pytest.approx(math.log(4))
 
 
 def test_markov_baseline_learns_what_it_saw():

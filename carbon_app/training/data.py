@@ -89,6 +89,9 @@ MIN_MRNA = 300  # shorter transcripts are too short a window to teach much
 NOT_CODING, FRAME_UNKNOWN = 3, -1  # token frame labels besides a codon place 0, 1, 2
 ANTISENSE = 4  # + codon place: a coding token of a transcript read on its opposite strand
 ANTISENSE_SHARE = 0.5  # transcript windows read on the opposite strand
+# what the data card says of the labels, so that training can refuse the data of older builds
+FRAME_LABEL_RULE = "whole 6-mers in the CDS"  # a 6-mer that leaves the CDS has no frame (older builds gave it one)
+SPLICE_MARKS = "per base"  # train_splice.npy's bits name each splice base of a 6-mer (older builds: 6-mers only)
 FRAME_LABELS = (0, 1, 2, NOT_CODING, ANTISENSE, ANTISENSE + 1, ANTISENSE + 2)
 
 
@@ -517,8 +520,8 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
         "train_kinds": dict(Counter(w["kind"] for w in train)),
         "train_token_frames": {frame_name(label): int((frames == label).sum()) for label in FRAME_LABELS},
         "train_splice_site_tokens": int(np.count_nonzero(splice_sites)),
-        "splice_marks": "per base",  # train_splice.npy's bits name each splice base of a 6-mer
-        "frame_labels": "whole 6-mers in the CDS",  # a 6-mer that leaves the CDS has none (older builds gave it one)
+        "splice_marks": SPLICE_MARKS,
+        "frame_labels": FRAME_LABEL_RULE,
         "mix": mix,
         "train_windows": len(train),
         "train_bases": sum(len(w["seq"]) for w in train),

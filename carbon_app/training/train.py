@@ -60,7 +60,16 @@ from ..core.dna import BASES, reverse_complement
 from ..core.tokens import DnaConfig
 from ..core.validate import argument_type, real_number, whole_number
 from ..inference.marginals import k_of, kmer_digits, log_marginals
-from .data import ANTISENSE, FRAME_LABELS, GROUPS, NOT_CODING, named_shares, trained_tag_scheme
+from .data import (
+    ANTISENSE,
+    FRAME_LABEL_RULE,
+    FRAME_LABELS,
+    GROUPS,
+    NOT_CODING,
+    SPLICE_MARKS,
+    named_shares,
+    trained_tag_scheme,
+)
 
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
@@ -223,14 +232,19 @@ def true_base_logprobs(logprobs: torch.Tensor, kmer: torch.Tensor, k: int) -> to
     return log_marginals(logprobs, tails="clamp").gather(-1, kmer_digits(kmer, k).unsqueeze(-1)).squeeze(-1)
 
 
-def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, marks: torch.Tensor, k: int) -> torch.Tensor:
+def marked_bases(marks: torch.Tensor, k: int) -> torch.Tensor:
+    """Splice marks [n] (bit j for a 6-mer's j-th base) -> [n, k] bool: which bases are splice bases."""
+    return (marks.unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1
+
+
+def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, varied: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of each true 6-mer among its rivals: the 6-mers that differ from it at its marked
-    splice bases only (`marks`, bit j for its j-th base). It is the splice dinucleotide given the 6-mer's
+    splice bases only (`varied`, [n, k] from `marked_bases`). It is the splice dinucleotide given the 6-mer's
     other bases, the very comparison a splice-site variant's score makes; its gradient reaches the rivals'
     logits only (through the shared decoder the rest still move, as every term's do)."""
+    k = varied.shape[-1]
     digits = kmer_digits(kmer, k)  # [n, k]
     every = kmer_digits(torch.arange(4**k, device=kmer.device), k)  # [4^k, k]
-    varied = (marks.unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1  # [n, k]
     rivals = ((every.unsqueeze(0) == digits.unsqueeze(1)) | varied.unsqueeze(1)).all(-1)  # [n, 4^k], true too
     true = logprobs.gather(-1, kmer.unsqueeze(-1)).squeeze(-1)
     return -(true - logprobs.masked_fill(~rivals, -math.inf).logsumexp(-1)).mean()
@@ -275,11 +289,11 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         if at_site.any():
             splice = F.nll_loss(logprobs[at_site], kmer[at_site])
             k = k_of(n_kmers)
-            is_site_base = (marks[at_site].unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1
+            is_site_base = marked_bases(marks[at_site], k)
             site_bases = (true_bases[at_site] if true_bases is not None
                           else true_base_logprobs(logprobs[at_site], kmer[at_site], k))
             splice_bases = -site_bases[is_site_base].mean()
-            splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], marks[at_site], k)
+            splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], is_site_base)
     return ce, fns, kl, frame, stop, splice, splice_bases, splice_contrast
 
 
@@ -333,7 +347,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         flag = "--frame-weight" if cfg.frame_weight else "--stop-weight"
         if not (data / "train_frames.npy").exists():
             raise SystemExit(f"{flag} needs {data}/train_frames.npy: rebuild the data with this version")
-        if card.get("frame_labels") != "whole 6-mers in the CDS":  # older builds framed 6-mers leaving the CDS
+        if card.get("frame_labels") != FRAME_LABEL_RULE:  # older builds framed 6-mers leaving the CDS
             raise SystemExit(f"{flag}: {data}/train_frames.npy gives a frame to 6-mers that leave the CDS "
                              "(into an intron, past the stop codon): rebuild the data with this version")
         frames = torch.from_numpy(np.load(data / "train_frames.npy"))
@@ -348,7 +362,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if not (data / "train_splice.npy").exists():
             raise SystemExit(f"{flag} needs {data}/train_splice.npy: rebuild the data with this version")
         splice_sites = torch.from_numpy(np.load(data / "train_splice.npy"))
-        if any(per_base.values()) and card.get("splice_marks") != "per base":  # an older build marks 6-mers only
+        if any(per_base.values()) and card.get("splice_marks") != SPLICE_MARKS:  # an older build marks 6-mers only
             raise SystemExit(f"{flag} needs {data}/train_splice.npy to mark each splice base: "
                              "rebuild the data with this version")
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
