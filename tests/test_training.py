@@ -32,7 +32,15 @@ from carbon_app.training.data import (
     write_dataset,
 )
 from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
-from carbon_app.training.train import holds_stop, in_frame_stops, marked_bases, splice_contrast_loss, stop_loss
+from carbon_app.training.train import (
+    holds_stop,
+    in_frame_stops,
+    marked_bases,
+    single_substitutions,
+    splice_contrast_loss,
+    stop_contrast_loss,
+    stop_loss,
+)
 from carbon_app.training.variant_sets import coding_variants, held_out_variant_sets, splice_variants
 from tests.conftest import random_dna
 
@@ -356,6 +364,33 @@ def test_the_stop_table_and_term_know_each_frame_on_either_strand():
     assert stop_loss(logprobs[1:2], kmer[1:2], labels[1:2], table) < 1e-6
     assert stop_loss(logprobs[2:], kmer[2:], labels[2:], table) == 0  # the annotated stop codon is left alone
     assert stop_loss(logprobs[:1], kmer[:1], torch.tensor([3]), table) == 0  # not coding: no frame to keep
+
+
+def test_the_stop_contrast_sets_a_coding_6mer_against_the_snvs_that_make_a_stop():
+    kmers = ["".join(bases) for bases in itertools.product(BASES, repeat=6)]
+    index = {kmer: i for i, kmer in enumerate(kmers)}
+    table, substitutions = in_frame_stops(6), single_substitutions(6)
+    assert substitutions.shape == (4096, 18)
+    made = {kmers[i] for i in substitutions[index["CAGGGG"]].tolist()}
+    assert len(made) == 18 and "TAGGGG" in made and "CAGGGA" in made and "CAGGGG" not in made
+    # CAG GGG in frame 0: one SNV (C->T) makes a stop, TAG; GGG GGG is never one SNV from a stop
+    uniform = torch.full((4, 4096), -math.log(4096))
+    kmer = torch.tensor([index["CAGGGG"], index["GGGGGG"], index["TAGGGG"], index["CAGGGG"]])
+    assert stop_contrast_loss(uniform[:1], kmer[:1], torch.tensor([0]), table).item() == pytest.approx(math.log(2))
+    assert stop_contrast_loss(uniform[1:2], kmer[1:2], torch.tensor([0]), table) == 0  # no stop one SNV away
+    assert stop_contrast_loss(uniform[2:3], kmer[2:3], torch.tensor([0]), table) == 0  # the stop codon itself
+    assert stop_contrast_loss(uniform[3:], kmer[3:], torch.tensor([demo_data.NOT_CODING]), table) == 0
+    stop_up, other_up = uniform[:1].clone(), uniform[:1].clone()
+    stop_up[0, index["TAGGGG"]] += 3.0  # the stop-making SNV more likely: the term rises
+    other_up[0, index["CAGGGA"]] += 3.0  # a synonymous SNV more likely: the term does not see it
+    assert stop_contrast_loss(stop_up, kmer[:1], torch.tensor([0]), table) > math.log(2) + 2
+    assert stop_contrast_loss(other_up, kmer[:1], torch.tensor([0]), table).item() == pytest.approx(math.log(2))
+    # CTGGGG read backwards is the gene's CCC CAG (its first base read at place 2): CTAGGG, the gene's
+    # CCC TAG, is its stop-making SNV; read forwards in frame 0, CTG GGG is one SNV from no stop
+    backwards = torch.tensor([index["CTGGGG"]])
+    assert stop_contrast_loss(uniform[:1], backwards, torch.tensor([demo_data.ANTISENSE + 2]),
+                              table).item() == pytest.approx(math.log(2))
+    assert stop_contrast_loss(uniform[:1], backwards, torch.tensor([0]), table) == 0
 
 
 def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_only():

@@ -31,7 +31,12 @@ raises, moving the model's guesses around every GT and AG. With
 its rivals only, the 6-mers that differ from it at its splice bases (16 for a
 whole GT or AG): the dinucleotide given the 6-mer's other bases, which is
 what a splice-site variant's score compares; at that token its gradient
-reaches the rivals' logits only. All five read
+reaches the rivals' logits only. With `--stop-contrast-weight`, the same
+for stop codons, at coding tokens: each true 6-mer's cross-entropy among
+itself and those of its single-base substitutions that would put a stop codon
+in the labelled frame, the comparison a stop-gain variant's score makes
+(-log(1 - p) over all 4,096 fades as p does; this one stays as sharp as the
+ratio of the two). All six read
 the annotation of the training genes only; the probe is training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
@@ -49,7 +54,9 @@ import math
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
+from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -59,7 +66,7 @@ from Bio.Data.CodonTable import standard_dna_table
 from ..core.dna import BASES, reverse_complement
 from ..core.tokens import DnaConfig
 from ..core.validate import argument_type, real_number, whole_number
-from ..inference.marginals import k_of, kmer_digits, log_marginals
+from ..inference.marginals import k_of, kmer_digits, kmer_index, log_marginals
 from .data import (
     ANTISENSE,
     FRAME_LABEL_RULE,
@@ -73,8 +80,8 @@ from .data import (
 
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
-OBJECTIVE = ("frame_weight", "stop_weight", "splice_weight", "splice_base_weight", "splice_contrast_weight",
-             "group_weights", "distill_weight")
+OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
+             "splice_contrast_weight", "group_weights", "distill_weight")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -116,6 +123,7 @@ class TrainConfig:
     minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
     frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
     stop_weight: float = 0.0  # weight of the in-frame stop unlikelihood term added to the loss (0: none)
+    stop_contrast_weight: float = 0.0  # weight of coding 6-mers' cross-entropy against their stop-making SNVs
     splice_weight: float = 0.0  # weight of the splice-site 6-mers' cross-entropy added to the loss (0: none)
     splice_base_weight: float = 0.0  # weight of the splice dinucleotide bases' FNS cross-entropy (0: none)
     splice_contrast_weight: float = 0.0  # weight of the splice 6-mers' cross-entropy among their rivals (0: none)
@@ -185,6 +193,9 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
     return LlamaForCausalLM(config)
 
 
+# the terms added to the loss, each at its own weight: the term (a Losses field) -> its TrainConfig weight
+ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight", "splice": "splice_weight",
+               "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight"}
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
 STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
@@ -219,6 +230,38 @@ def stop_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, 
     return -torch.log(-torch.expm1(p_stop.clamp(max=-1e-6))).mean()
 
 
+@cache
+def single_substitutions(k: int) -> torch.Tensor:
+    """[4^k, 3k]: the ids of each k-mer's single-base substitutions, the k-mers an SNV inside it makes."""
+    digits = kmer_digits(torch.arange(4**k), k)
+    made = []
+    for place in range(k):
+        for shift in (1, 2, 3):
+            changed = digits.clone()
+            changed[:, place] = (changed[:, place] + shift) % 4
+            made.append(kmer_index(changed))
+    return torch.stack(made, -1)
+
+
+def stop_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor,
+                       stops: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of each coding token's true 6-mer among itself and its single-base substitutions
+    that hold a stop codon in the labelled frame: the comparison a stop-gain variant's score makes. Over
+    the coding tokens whose true 6-mer holds no stop and is one SNV from one; the gradient lowers those
+    rivals against the true 6-mer, however small their share of the 4,096 already is."""
+    coding = (labels >= 0) & (labels != NOT_CODING)
+    frame = labels.clamp(min=0).long()
+    coding &= ~stops[frame, kmer]
+    rivals = single_substitutions(k_of(logprobs.shape[-1])).to(kmer.device)[kmer]  # [n, 3k]
+    stop_rivals = stops[frame.unsqueeze(-1), rivals]
+    coding &= stop_rivals.any(-1)
+    if not coding.any():
+        return torch.zeros((), device=logprobs.device)
+    true = logprobs[coding].gather(-1, kmer[coding].unsqueeze(-1))
+    rival = logprobs[coding].gather(-1, rivals[coding]).masked_fill(~stop_rivals[coding], -math.inf)
+    return (torch.cat([true, rival], -1).logsumexp(-1) - true.squeeze(-1)).mean()
+
+
 def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of the probe's reading frame for the coming token, where its label is known."""
     known = frames[:, 1:] >= 0
@@ -250,14 +293,27 @@ def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, varied: tor
     return -(true - logprobs.masked_fill(~rivals, -math.inf).logsumexp(-1)).mean()
 
 
+class Losses(NamedTuple):
+    """One batch's loss terms (each 0 where the batch or the run has nothing for it; fns NaN before its stage)."""
+    ce: torch.Tensor
+    fns: torch.Tensor
+    kl: torch.Tensor
+    frame: torch.Tensor
+    stop: torch.Tensor
+    stop_contrast: torch.Tensor
+    splice: torch.Tensor
+    splice_bases: torch.Tensor
+    splice_contrast: torch.Tensor
+
+
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
-                splice_sites: torch.Tensor | None = None):
-    """Cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer targets, (with a
-    probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop table) the stop
-    unlikelihood and (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers, the
-    FNS cross-entropy of their splice dinucleotide bases and their cross-entropy among their rivals (each 0
-    where a batch holds none)."""
+                splice_sites: torch.Tensor | None = None) -> Losses:
+    """The batch's Losses: cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer
+    targets, (with a probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop
+    table) the stop unlikelihood and the coding 6-mers' cross-entropy against their stop-making SNVs, and
+    (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers, the FNS cross-entropy
+    of their splice dinucleotide bases and their cross-entropy among their rivals."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
@@ -280,8 +336,11 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             t_head = teacher.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
             t_logprobs = torch.log_softmax((t_hidden @ t_head.T).float(), dim=-1)
         kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="batchmean")
-    stop = (stop_loss(logprobs, kmer, frames[:, 1:][keep], stops) if stops is not None
-            else torch.zeros((), device=rows.device))
+    stop = stop_contrast = torch.zeros((), device=rows.device)
+    if stops is not None:
+        labels = frames[:, 1:][keep]
+        stop = stop_loss(logprobs, kmer, labels, stops)
+        stop_contrast = stop_contrast_loss(logprobs, kmer, labels, stops)
     splice = splice_bases = splice_contrast = torch.zeros((), device=rows.device)
     if splice_sites is not None:
         marks = splice_sites[:, 1:][keep]
@@ -294,7 +353,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
                           else true_base_logprobs(logprobs[at_site], kmer[at_site], k))
             splice_bases = -site_bases[is_site_base].mean()
             splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], is_site_base)
-    return ce, fns, kl, frame, stop, splice, splice_bases, splice_contrast
+    return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast)
 
 
 def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
@@ -343,8 +402,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     rows = torch.from_numpy(np.load(data / "train_rows.npy").astype(np.int64))
     card = json.loads((data / "data_card.json").read_text())
     frames = probe = stops = None
-    if cfg.frame_weight or cfg.stop_weight:
-        flag = "--frame-weight" if cfg.frame_weight else "--stop-weight"
+    stop_terms = {"--stop-weight": cfg.stop_weight, "--stop-contrast-weight": cfg.stop_contrast_weight}
+    if cfg.frame_weight or any(stop_terms.values()):
+        flag = "--frame-weight" if cfg.frame_weight else next(flag for flag, w in stop_terms.items() if w)
         if not (data / "train_frames.npy").exists():
             raise SystemExit(f"{flag} needs {data}/train_frames.npy: rebuild the data with this version")
         if card.get("frame_labels") != FRAME_LABEL_RULE:  # older builds framed 6-mers leaving the CDS
@@ -353,7 +413,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         frames = torch.from_numpy(np.load(data / "train_frames.npy"))
         if int(frames.max()) >= FRAME_CLASSES:
             raise SystemExit(f"{data}/train_frames.npy has labels this version does not know: rebuild the data")
-    if cfg.stop_weight:
+    if any(stop_terms.values()):
         stops = in_frame_stops(tokenizer.k).to(cfg.device)
     splice_sites = None
     per_base = {"--splice-base-weight": cfg.splice_base_weight, "--splice-contrast-weight": cfg.splice_contrast_weight}
@@ -415,17 +475,17 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            ce, fns, kl, frame, stop, splice, splice_bases, splice_contrast = kmer_losses(
+            terms = kmer_losses(
                 model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device))
+        ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = 0.5 * (ce + fns) if with_fns else ce
         if teacher is not None:
             loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
         if probe is not None:
             loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * frame
-        loss = (loss + cfg.stop_weight * stop + cfg.splice_weight * splice + cfg.splice_base_weight * splice_bases
-                + cfg.splice_contrast_weight * splice_contrast)
+        loss = loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -443,8 +503,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if step % 50 == 0 or step == cfg.steps:
             fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
-                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {stop.item():.4f}  splice {splice.item():.4f}"
-                  f"/{splice_bases.item():.4f} per base/{splice_contrast.item():.4f} among rivals  "
+                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {terms.stop.item():.4f}"
+                  f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice.item():.4f}"
+                  f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals  "
                   f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -454,10 +515,11 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(),
                      "train_fns": fns.item() if with_fns else None,
                      "train_frame": frame.item() if probe is not None else None,
-                     "train_stop": stop.item() if stops is not None else None,
-                     "train_splice": splice.item() if splice_sites is not None else None,
-                     "train_splice_bases": splice_bases.item() if splice_sites is not None else None,
-                     "train_splice_contrast": splice_contrast.item() if splice_sites is not None else None,
+                     "train_stop": terms.stop.item() if stops is not None else None,
+                     "train_stop_contrast": terms.stop_contrast.item() if stops is not None else None,
+                     "train_splice": terms.splice.item() if splice_sites is not None else None,
+                     "train_splice_bases": terms.splice_bases.item() if splice_sites is not None else None,
+                     "train_splice_contrast": terms.splice_contrast.item() if splice_sites is not None else None,
                      "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
@@ -590,6 +652,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stop-weight", type=argument_type(lambda text: real_number(text, "--stop-weight", 0, 10)),
                         help="weight of an unlikelihood term on 6-mers with a stop codon in a labelled coding "
                              "frame (default 0: none); needs data built with train_frames.npy")
+    parser.add_argument("--stop-contrast-weight",
+                        type=argument_type(lambda text: real_number(text, "--stop-contrast-weight", 0, 10)),
+                        help="weight of the cross-entropy of each coding 6-mer among itself and its single-base "
+                             "substitutions that hold a stop codon in its labelled frame, added to the loss "
+                             "(default 0: none); needs data built with train_frames.npy")
     parser.add_argument("--splice-weight",
                         type=argument_type(lambda text: real_number(text, "--splice-weight", 0, 10)),
                         help="weight of the cross-entropy of the 6-mers holding a canonical splice "
