@@ -41,7 +41,13 @@ from carbon_app.training.train import (
     stop_contrast_loss,
     stop_loss,
 )
-from carbon_app.training.variant_sets import coding_variants, held_out_variant_sets, splice_variants
+from carbon_app.training.variant_sets import (
+    coding_variants,
+    held_out_variant_sets,
+    splice_dinucleotide_change,
+    splice_dinucleotide_shares,
+    splice_variants,
+)
 from tests.conftest import random_dna
 
 
@@ -75,7 +81,8 @@ def _coding_gene(strand: int) -> tuple[str, Transcript]:
     rng = random.Random(7)
     flank = "".join(rng.choice("ACGT") for _ in range(300))
     body = [rng.choice("ACT") for _ in range(296)]  # no G but two deep ones: no stray splice signals,
-    body[118] = body[178] = "G"  # and a matched control for each G of the GT ... AG
+    body[118] = body[178] = "G"  # and a matched control for each G of the GT ... AG;
+    body[117], body[119], body[177], body[179] = "C", "T", "A", "C"  # one deep GT (intron 120), one AG (179)
     intron = "GT" + "".join(body) + "AG"
     gene = "ATGCAG" + intron + "TGGAAATAA"
     genome = flank + gene + flank
@@ -111,8 +118,31 @@ def test_stop_gain_synonymous_and_splice_variants_are_what_they_say(strand):
     assert all(min(abs(v["pos"] - 1 - p) for p in intron_ends) >= 99 for v in splice["deep_intronic"])
     # controls matched pair by pair: the same base change, four distinct deep positions
     changes = {kind: [(v["ref"], v["alt"]) for v in found] for kind, found in splice.items()}
-    assert changes["deep_intronic"] == changes["splice_site"]
+    assert changes["deep_intronic"] == changes["splice_site"] == changes["deep_same_dinucleotide"]
     assert len({v["pos"] for v in splice["deep_intronic"]}) == 4
+    # and the same base of the same dinucleotide broken deep in the intron: the G and T of its one deep GT,
+    # the A and G of its one deep AG (intron places, read along the transcript)
+    (intron,) = transcript.introns()
+    where = transcript.positions([intron])
+    assert [where.index(v["pos"] - 1) for v in splice["deep_same_dinucleotide"]] == [
+        place for place in (120, 121, 179, 180) for _ in range(3)]
+
+
+def test_an_snv_makes_or_breaks_splice_dinucleotides_read_on_either_strand():
+    def snv(context: str, pos: int, alt: str, kind: str = "k") -> dict:
+        return {"context": context, "context_pos": pos, "ref": context[pos - 1], "alt": alt, "group": "g",
+                "kind": kind}
+
+    assert splice_dinucleotide_change(snv("CCGTC", 3, "A")) == -1  # GT broken
+    assert splice_dinucleotide_change(snv("CCATC", 3, "G")) == 1  # GT made
+    assert splice_dinucleotide_change(snv("TAGGTA", 3, "C")) == 0  # AG broken, AC (GT read backwards) made
+    assert splice_dinucleotide_change(snv("CAGTC", 3, "T")) == -2  # the G of AGT: AG and GT both broken
+    assert splice_dinucleotide_change(snv("GTA", 1, "A")) == -1  # at the context's first base
+    assert splice_dinucleotide_change(snv("GGGGG", 3, "C")) == 0
+    shares = splice_dinucleotide_shares([snv("CCGTC", 3, "A", "x"), snv("CCATC", 3, "G", "x"),
+                                         snv("GGGGG", 3, "C", "x"), snv("GGGGG", 3, "C", "y")])
+    assert shares == {"g": {"x": {"makes": 1 / 3, "keeps": 1 / 3, "breaks": 1 / 3},
+                            "y": {"makes": 0.0, "keeps": 1.0, "breaks": 0.0}}}
 
 
 def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
@@ -128,7 +158,9 @@ def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
     changes = {kind: Counter((v["ref"], v["alt"]) for v in sets["splice"] if v["kind"] == kind)
                for kind in ("splice_site", "deep_intronic")}
     assert changes["splice_site"] == changes["deep_intronic"] and sum(changes["splice_site"].values()) == 4
-    for v in sets["coding"] + sets["splice"]:
+    assert Counter(v["kind"] for v in sets["splice_matched"]) == {"deep_same_dinucleotide": 4}
+    assert Counter((v["ref"], v["alt"]) for v in sets["splice_matched"]) == changes["splice_site"]
+    for v in sets["coding"] + sets["splice"] + sets["splice_matched"]:
         assert v["context"][v["context_pos"] - 1] == v["ref"] == genome[v["pos"] - 1]
 
 
@@ -817,7 +849,14 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     import shutil
 
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.training.evaluate import evaluate, install, measure_draft, own_saved_figures, quality_summary
+    from carbon_app.training.evaluate import (
+        evaluate,
+        install,
+        measure_draft,
+        own_saved_figures,
+        quality_summary,
+        variant_table,
+    )
     from carbon_app.training.train import TrainConfig, train
 
     monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
@@ -828,7 +867,8 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     data = tmp_path / "data"
     card = write_dataset(data, records)
     assert card["groups"]["mammal"]["test_variants"] == {"coding": {"stop_gain": 2, "synonymous": 2},
-                                                         "splice": {"deep_intronic": 4, "splice_site": 4}}
+                                                         "splice": {"deep_intronic": 4, "splice_site": 4},
+                                                         "splice_matched": {"deep_same_dinucleotide": 4}}
     assert card["train_windows"] > 0 and card["groups"]["mammal"]["train_windows"] == 0  # held out whole
 
     cfg = TrainConfig(data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2, kv_heads=1,
@@ -843,6 +883,10 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     coding, splice = results["target_variants"]["coding"], results["target_variants"]["splice"]
     assert coding["variants"] == {"mammal": 4} and splice["variants"] == {"mammal": 8}
     assert 0 <= coding["auroc"]["all"] <= 1 and 0 <= splice["auroc"]["all"] <= 1
+    matched = results["target_variants"]["splice_matched"]  # the same 4 sites against their own controls
+    assert matched["variants"] == {"mammal": 8} and 0 <= matched["auroc"]["all"] <= 1
+    assert matched["mean_delta"]["splice_site"] == splice["mean_delta"]["splice_site"]
+    assert "same dinucleotide broken" in variant_table(results)
     assert 0 <= results["draft_greedy_agreement"]["token"] <= 1
     again = measure_draft(target, draft, data, device="cpu")  # a draft distilled again: measured alone
     assert again == {key: results[key] for key in ("draft", "draft_greedy_agreement")}

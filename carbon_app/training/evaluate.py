@@ -203,23 +203,31 @@ def markov_delta(markov: MarkovModel, order: int):
 
 
 def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0) -> dict:
-    """(a) AUROC of -delta, stop-gain vs synonymous; (b) splice-site vs deep-intronic; per group and
+    """(a) AUROC of -delta, stop-gain vs synonymous; (b) splice-site vs deep-intronic; where the sets hold
+    them, (b) again against deep-intronic SNVs that break the same splice dinucleotide the same way
+    ("splice_matched": knowing the site, not liking GT and AG, is what scores there); per group and
     pooled; (c) the share of random SNVs (a random base within 100 of every third held-out site) with
     delta < 0."""
     out: dict = {}
-    for task, positive, negative in (("coding", "stop_gain", "synonymous"),
-                                     ("splice", "splice_site", "deep_intronic")):
-        variants = variant_sets[task]
-        deltas = variant_deltas(delta_of, variants)
-        scores = {g: {positive: [], negative: []} for g in sorted({v["group"] for v in variants})}
-        for v, d in zip(variants, deltas, strict=True):
+    readings = [("coding", "coding", "stop_gain", "synonymous"), ("splice", "splice", "splice_site", "deep_intronic")]
+    if variant_sets.get("splice_matched"):
+        readings.append(("splice_matched", "splice", "splice_site", "deep_same_dinucleotide"))
+    scored: dict[str, list[tuple[dict, float]]] = {}
+    for reading, positive_task, positive, negative in readings:
+        negative_task = reading if reading == "splice_matched" else positive_task
+        for task in {positive_task, negative_task} - set(scored):
+            scored[task] = list(zip(variant_sets[task], variant_deltas(delta_of, variant_sets[task]), strict=True))
+        pairs = [(v, d) for v, d in scored[positive_task] if v["kind"] == positive]
+        pairs += [(v, d) for v, d in scored[negative_task] if v["kind"] == negative]
+        scores = {g: {positive: [], negative: []} for g in sorted({v["group"] for v, _ in pairs})}
+        for v, d in pairs:
             scores[v["group"]][v["kind"]].append(-d)
         table = {g: auroc(s[positive], s[negative]) for g, s in scores.items()}
-        table["all"] = auroc([-d for v, d in zip(variants, deltas, strict=True) if v["kind"] == positive],
-                             [-d for v, d in zip(variants, deltas, strict=True) if v["kind"] == negative])
-        out[task] = {"auroc": table, "variants": {g: len(s[positive]) + len(s[negative]) for g, s in scores.items()},
-                     "mean_delta": {kind: float(np.mean([d for v, d in zip(variants, deltas, strict=True)
-                                                         if v["kind"] == kind])) for kind in (positive, negative)}}
+        table["all"] = auroc([-d for v, d in pairs if v["kind"] == positive],
+                             [-d for v, d in pairs if v["kind"] == negative])
+        out[reading] = {"auroc": table, "variants": {g: len(s[positive]) + len(s[negative]) for g, s in scores.items()},
+                        "mean_delta": {kind: float(np.mean([d for v, d in pairs if v["kind"] == kind]))
+                                       for kind in (positive, negative)}}
     rng = random.Random(seed)
     randoms = []
     for v in (variant_sets["coding"] + variant_sets["splice"])[::3]:
@@ -409,15 +417,20 @@ def variant_table(results: dict) -> str:
         predictors.append(("previous carbon-demo", results["previous_variants"]))
     predictors.append(("carbon-demo", results["target_variants"]))
     predictors += [(f"carbon-demo, {m}", variants) for m, variants in other_readings(results).items()]
-    names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs matched deep intronic"}
+    names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs matched deep intronic",
+             "splice_matched": "splice site vs deep intronic, same dinucleotide broken"}
     counts = results["target_variants"]
     lines = ["| task | group | " + " | ".join(name for name, _ in predictors) + " | variants |",
              "|---|---|" + "---|" * (len(predictors) + 1)]
-    for task in ("coding", "splice"):
+
+    def cell(values: dict, task: str, group: str) -> str:  # a reading measured before the task existed: "-"
+        return f"{values[task]['auroc'][group]:.3f}" if task in values else "-"
+
+    for task in (task for task in names if task in counts):
         for g in counts[task]["auroc"]:
             n = counts[task]["variants"].get(g, sum(counts[task]["variants"].values()))
             lines.append(f"| {names[task]} | {g} | "
-                         + " | ".join(f"{values[task]['auroc'][g]:.3f}" for _, values in predictors) + f" | {n} |")
+                         + " | ".join(cell(values, task, g) for _, values in predictors) + f" | {n} |")
     lines.append("| random SNVs with delta < 0 | all | "
                  + " | ".join(f"{100 * values['random']['fraction_negative']:.1f}%" for _, values in predictors)
                  + f" | {counts['random']['variants']} |")

@@ -9,7 +9,12 @@
   least `DEEP_INTRONIC` bases from either end of the same introns), matched
   pair by pair: each control has the REF and ALT of a splice-site SNV of its
   intron, so the two sets make the same base changes and differ only in
-  where they are; again in equal numbers per gene.
+  where they are; again in equal numbers per gene;
+- splice_matched: for each splice-site SNV of that set, a deep-intronic SNV
+  of the same intron that breaks the same dinucleotide the same way (a G of a
+  GT, say, to the same ALT), drawn from its own random stream: a model that
+  merely favours GT and AG everywhere scores the two alike, so only knowing
+  the site tells them apart (`splice_dinucleotide_change`).
 
 A variant is a forward-strand position in its record (1-based, VCF style)
 with REF and ALT on that strand, so it is scored exactly as a user's variant
@@ -21,6 +26,7 @@ needs no genome.
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 
 from Bio.Data.CodonTable import standard_dna_table
@@ -32,6 +38,8 @@ DEEP_INTRONIC = 100
 PER_GENE = 4  # of each kind, so that no single long gene dominates a set
 PER_GROUP = 100  # of each kind
 CONTEXT = 1000  # bases kept on each side of a variant, enough for a centred 1,200-base window in every frame
+# a canonical splice dinucleotide (an intron's GT or AG) as the forward strand shows it, on either strand
+SPLICE_DINUCLEOTIDES = frozenset({"GT", "AG", reverse_complement("GT"), reverse_complement("AG")})
 _STOPS = set(standard_dna_table.stop_codons)
 _CODE = standard_dna_table.forward_table
 
@@ -77,11 +85,19 @@ def coding_variants(transcript: Transcript, genome: str) -> dict[str, list[dict]
     return found
 
 
-def splice_variants(transcript: Transcript, genome: str, rng: random.Random) -> dict[str, list[dict]]:
+def _occurrences(sequence: str, motif: str) -> list[int]:
+    """Where `motif` starts in `sequence`, overlaps included."""
+    return [m.start() for m in re.finditer(f"(?={motif})", sequence)]
+
+
+def splice_variants(transcript: Transcript, genome: str, rng: random.Random) -> dict[str, list[dict | None]]:
     """SNVs of the canonical splice dinucleotides of the transcript's canonical GT-AG introns, each with a
     matched deep-intronic SNV of the same intron (same REF, same ALT, a position drawn at random among the
-    deep ones holding that base): the two lists are pairs, index by index."""
-    found: dict[str, list[dict]] = {"splice_site": [], "deep_intronic": []}
+    deep ones holding that base) and a dinucleotide-matched one (the same base of the same dinucleotide,
+    GT or AG, deep in the intron, the same ALT; None where the intron has no such dinucleotide deep in
+    it). The lists line up index by index. The dinucleotide-matched draws take their own random stream
+    (seeded by the intron), so that they leave the other two sets as they were."""
+    found: dict[str, list[dict | None]] = {"splice_site": [], "deep_intronic": [], "deep_same_dinucleotide": []}
     for start, end in transcript.introns():
         intron = transcript.spliced(genome, [(start, end)])
         if not (intron.startswith("GT") and intron.endswith("AG")) or set(intron) - set("ACGT"):
@@ -90,15 +106,24 @@ def splice_variants(transcript: Transcript, genome: str, rng: random.Random) -> 
         deep_by_base: dict[str, list[int]] = defaultdict(list)
         for i in range(DEEP_INTRONIC, len(intron) - DEEP_INTRONIC):
             deep_by_base[intron[i]].append(i)
-        for site in (0, 1, len(intron) - 2, len(intron) - 1):
+        # (site, offset of its dinucleotide's first base): the donor's G and T, the acceptor's A and G
+        sites = ((0, 0), (1, -1), (len(intron) - 2, 0), (len(intron) - 1, -1))
+        own = random.Random(f"{transcript.gene}:{start}-{end}")
+        for site, offset in sites:
             free = deep_by_base[intron[site]]
             if not free:
                 continue
             deep = free.pop(rng.randrange(len(free)))
+            dinucleotide = intron[site + offset : site + offset + 2]
+            alike = [found_at - offset for found_at in _occurrences(intron, dinucleotide)
+                     if DEEP_INTRONIC <= found_at - offset < len(intron) - DEEP_INTRONIC]
+            matched = own.choice(alike) if alike else None
             for alt in "ACGT":
                 if alt != intron[site]:
                     found["splice_site"].append(_forward(transcript, where[site], intron[site], alt))
                     found["deep_intronic"].append(_forward(transcript, where[deep], intron[deep], alt))
+                    found["deep_same_dinucleotide"].append(
+                        None if matched is None else _forward(transcript, where[matched], intron[matched], alt))
     return found
 
 
@@ -120,7 +145,7 @@ def balanced(per_gene: dict[str, dict[str, list[dict]]], rng: random.Random, pai
             chosen[kind] += variants
     n = min(PER_GROUP, *(len(v) for v in chosen.values())) if chosen else 0
     return [dict(v, kind=kind) for kind, variants in sorted(_sample(chosen, n, rng, paired).items())
-            for v in variants]
+            for v in variants if v is not None]
 
 
 def held_out_variant_sets(records, rng: random.Random) -> dict[str, list[dict]]:
@@ -129,7 +154,7 @@ def held_out_variant_sets(records, rng: random.Random) -> dict[str, list[dict]]:
     One transcript per gene and task: the one with the longest CDS (coding)
     or the most introns (splice), among transcripts wholly in the test part.
     """
-    sets: dict[str, list[dict]] = {"coding": [], "splice": []}
+    sets: dict[str, list[dict]] = {"coding": [], "splice": [], "splice_matched": []}
     tasks = (("coding", coding_variants, lambda t: sum(e - s for s, e in t.cds)),
              ("splice", lambda t, genome: splice_variants(t, genome, rng), lambda t: len(t.exons)))
     for task, collect, best in tasks:
@@ -142,16 +167,45 @@ def held_out_variant_sets(records, rng: random.Random) -> dict[str, list[dict]]:
                     genes[transcript.gene] = transcript
             for gene, transcript in genes.items():
                 found = collect(transcript, record.seq)
-                if all(found.values()):
-                    tagged = {kind: [dict(v, record=record.id, group=record.group, species=record.species,
-                                          genome=record.seq)
+                if all(found.values()):  # (a dinucleotide-matched list of Nones is no reason to drop a gene)
+                    tagged = {kind: [None if v is None else dict(v, record=record.id, group=record.group,
+                                                                  species=record.species, genome=record.seq)
                                      for v in variants] for kind, variants in found.items()}
                     by_group[record.group][f"{record.id}:{gene}"] = tagged
         for group in sorted(by_group):
-            sets[task] += balanced(by_group[group], rng, paired=task == "splice")
+            chosen = balanced(by_group[group], rng, paired=task == "splice")
+            sets[task] += [v for v in chosen if v["kind"] != "deep_same_dinucleotide"]
+            sets["splice_matched"] += [v for v in chosen if v["kind"] == "deep_same_dinucleotide"]
     for variant in (v for found in sets.values() for v in found):
         genome, at = variant.pop("genome"), variant["pos"] - 1
         lo = max(at - CONTEXT, 0)
         variant["context"] = genome[lo : at + len(variant["ref"]) + CONTEXT]
         variant["context_pos"] = at - lo + 1
     return sets
+
+
+def splice_dinucleotide_change(variant: dict) -> int:
+    """How many canonical splice dinucleotides (GT or AG, on either strand) an SNV makes (> 0) or breaks (< 0)
+    with its neighbours. A model that favours GT and AG wherever it cannot tell a splice site from its
+    surroundings reads a made one as benign and a broken one as damaging, whatever the variant's kind."""
+    context, at = variant["context"], variant["context_pos"] - 1
+    altered = context[:at] + variant["alt"] + context[at + 1 :]
+
+    def count(sequence: str) -> int:
+        return sum(sequence[i : i + 2] in SPLICE_DINUCLEOTIDES for i in (at - 1, at) if i >= 0)
+
+    return count(altered) - count(context)
+
+
+def splice_dinucleotide_shares(variants: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
+    """{group: {kind: {"makes": share, "keeps": share, "breaks": share}}}: how often each kind of SNV makes,
+    keeps or breaks a splice dinucleotide (`splice_dinucleotide_change`), which tells how far a set's
+    AUROC can be moved by a model's liking for GT and AG alone."""
+    counts: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for variant in variants:
+        counts[variant["group"]][variant["kind"]].append(splice_dinucleotide_change(variant))
+    return {group: {kind: {"makes": sum(c > 0 for c in changes) / len(changes),
+                           "keeps": sum(c == 0 for c in changes) / len(changes),
+                           "breaks": sum(c < 0 for c in changes) / len(changes)}
+                    for kind, changes in sorted(kinds.items())}
+            for group, kinds in sorted(counts.items())}
