@@ -926,3 +926,13 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     assert "previous carbon-demo figures are its own, saved when it was installed" in card
     lineage = json.loads((assets / "carbon-demo" / "training.json").read_text())["lineage"]
     assert [run["config"]["name"] for run in lineage] == ["carbon-demo"]
+
+
+def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with():
+    from carbon_app.training.evaluate import splice_weights, stop_weights
+
+    assert stop_weights({"stop_weight": 6.0, "stop_contrast_weight": 1.0}) == "6 + 1 among SNVs"
+    assert stop_weights({"stop_weight": 2.0}) == stop_weights({"stop_weight": 2.0, "stop_contrast_weight": 0}) == "2"
+    assert stop_weights({}) == "0"  # an older record, before the stop terms
+    assert splice_weights({"splice_contrast_weight": 1.0, "splice_base_weight": 0.5}) == (
+        "0 + 0.5 per base + 1 among rivals")

@@ -456,7 +456,7 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
     runs_table = "\n".join(
         f"| {r['config']['name']} | {r['config']['steps']} | {r['config']['lr']:g} | "
         f"{int(r['config']['fns_from'] * r['config']['steps'])} | {r['config'].get('frame_weight') or 0:g} | "
-        f"{r['config'].get('stop_weight') or 0:g} | {splice_weights(r['config'])} | "
+        f"{stop_weights(r['config'])} | {splice_weights(r['config'])} | "
         f"{shares_text(r['config'].get('group_weights') or {}) or '-'} | "
         f"{teacher or '-'} | "
         f"{r['final']['minutes']:.0f} | {r['final']['val_bits_per_base']:.3f} |" for r, teacher in zip(runs, teachers,
@@ -464,8 +464,9 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
     continued = "" if len(runs) == 1 else f"""
 Trained in {len(runs)} runs, each continuing from the weights of the one before (`--init`); the last is
 described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
-in-frame stop unlikelihood term; splice weight: the added cross-entropy of the splice-site 6-mers (and, "per
-base", of the splice dinucleotide bases' marginals); group
+in-frame stop unlikelihood term (and, "among SNVs", each coding 6-mer's cross-entropy against its stop-making
+SNVs); splice weight: the added cross-entropy of the splice-site 6-mers (and, "per base", of the splice
+dinucleotide bases' marginals; "among rivals", of each splice 6-mer among its rivals); group
 weights: how many times as often a group's windows were drawn (`train --help`).
 
 | run | steps | peak lr | FNS from | frame weight | stop weight | splice weight | group weights | teacher | minutes \
@@ -591,6 +592,12 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         (dest / "eval.json").write_text(json.dumps(measured, indent=1) + "\n")
         (dest / "README.md").write_text(model_card(dest, role["role"], results, commands))
         print(f"installed {dest}")
+
+
+def stop_weights(config: dict) -> str:
+    """A run's stop terms as its card's runs table gives them: the unlikelihood weight, then any among-SNVs one."""
+    among = config.get("stop_contrast_weight") or 0
+    return f"{config.get('stop_weight') or 0:g}" + (f" + {among:g} among SNVs" if among else "")
 
 
 def splice_weights(config: dict) -> str:
