@@ -129,6 +129,8 @@ def test_stop_gain_synonymous_and_splice_variants_are_what_they_say(strand):
 
 
 def test_an_snv_makes_or_breaks_splice_dinucleotides_read_on_either_strand():
+    from carbon_app.training.evaluate import dinucleotide_delta
+
     def snv(context: str, pos: int, alt: str, kind: str = "k") -> dict:
         return {"context": context, "context_pos": pos, "ref": context[pos - 1], "alt": alt, "group": "g",
                 "kind": kind}
@@ -139,6 +141,7 @@ def test_an_snv_makes_or_breaks_splice_dinucleotides_read_on_either_strand():
     assert splice_dinucleotide_change(snv("CAGTC", 3, "T")) == -2  # the G of AGT: AG and GT both broken
     assert splice_dinucleotide_change(snv("GTA", 1, "A")) == -1  # at the context's first base
     assert splice_dinucleotide_change(snv("GGGGG", 3, "C")) == 0
+    assert dinucleotide_delta("CCATC", "3:A>G") == 1.0 and dinucleotide_delta("CAGTC", "3:G>T") == -2.0
     shares = splice_dinucleotide_shares([snv("CCGTC", 3, "A", "x"), snv("CCATC", 3, "G", "x"),
                                          snv("GGGGG", 3, "C", "x"), snv("GGGGG", 3, "C", "y")])
     assert shares == {"g": {"x": {"makes": 1 / 3, "keeps": 1 / 3, "breaks": 1 / 3},
@@ -886,7 +889,8 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     matched = results["target_variants"]["splice_matched"]  # the same 4 sites against their own controls
     assert matched["variants"] == {"mammal": 8} and 0 <= matched["auroc"]["all"] <= 1
     assert matched["mean_delta"]["splice_site"] == splice["mean_delta"]["splice_site"]
-    assert "same dinucleotide broken" in variant_table(results)
+    table = variant_table(results)
+    assert "same dinucleotide broken" in table and "GT and AG only" in table  # the baseline that likes GT, AG
     assert 0 <= results["draft_greedy_agreement"]["token"] <= 1
     again = measure_draft(target, draft, data, device="cpu")  # a draft distilled again: measured alone
     assert again == {key: results[key] for key in ("draft", "draft_greedy_agreement")}

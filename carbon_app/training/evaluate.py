@@ -37,10 +37,11 @@ import torch
 
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
-from ..inference.score import METHODS, score_sequence, score_variant
+from ..inference.score import METHODS, Variant, score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 from .train import kept_near_start, model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
+from .variant_sets import splice_dinucleotide_change
 
 MAX_MARKOV_ORDER = 10
 METHOD_NAMES = {"marginal": "reference FNS marginals (the product of six per-base distributions)",
@@ -202,6 +203,13 @@ def markov_delta(markov: MarkovModel, order: int):
     return delta
 
 
+def dinucleotide_delta(context: str, text: str) -> float:
+    """A baseline that knows only "GT and AG are good": the splice dinucleotides (either strand) an SNV
+    makes, less those it breaks. What a model that favours them everywhere drifts towards."""
+    variant = Variant.parse(text)
+    return float(splice_dinucleotide_change({"context": context, "context_pos": variant.pos, "alt": variant.alt}))
+
+
 def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0) -> dict:
     """(a) AUROC of -delta, stop-gain vs synonymous; (b) splice-site vs deep-intronic; where the sets hold
     them, (b) again against deep-intronic SNVs that break the same splice dinucleotide the same way
@@ -329,6 +337,7 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
           flush=True)
     print("variant effects under the Markov baseline", flush=True)
     results["markov_variants"] = variant_signal(markov_delta(markov, scoring_order), variant_sets)
+    results["dinucleotide_variants"] = variant_signal(dinucleotide_delta, variant_sets)
     target = load_float32(target_dir, device)
     print("target recovery, no tag / own species tag", flush=True)
     results["target"] = model_recovery(target, test, with_species=False)
@@ -413,6 +422,8 @@ def variant_table(results: dict) -> str:
     """AUROC per task and group, and the random-SNV share, one row each, a column per predictor measured
     (tasks down the side: a card stays readable however many groups there are)."""
     predictors = [(f"Markov, order {results['markov_scoring_order']}", results["markov_variants"])]
+    if "dinucleotide_variants" in results:
+        predictors.append(("GT and AG only", results["dinucleotide_variants"]))
     if "previous_variants" in results:
         predictors.append(("previous carbon-demo", results["previous_variants"]))
     predictors.append(("carbon-demo", results["target_variants"]))
