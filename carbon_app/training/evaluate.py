@@ -217,12 +217,13 @@ def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0)
     pooled; (c) the share of random SNVs (a random base within 100 of every third held-out site) with
     delta < 0."""
     out: dict = {}
-    readings = [("coding", "coding", "stop_gain", "synonymous"), ("splice", "splice", "splice_site", "deep_intronic")]
+    # a reading: its name, then the set and kind of its positives and of its negatives
+    readings = [("coding", "coding", "stop_gain", "coding", "synonymous"),
+                ("splice", "splice", "splice_site", "splice", "deep_intronic")]
     if variant_sets.get("splice_matched"):
-        readings.append(("splice_matched", "splice", "splice_site", "deep_same_dinucleotide"))
-    scored: dict[str, list[tuple[dict, float]]] = {}
-    for reading, positive_task, positive, negative in readings:
-        negative_task = reading if reading == "splice_matched" else positive_task
+        readings.append(("splice_matched", "splice", "splice_site", "splice_matched", "deep_same_dinucleotide"))
+    scored: dict[str, list[tuple[dict, float]]] = {}  # each set scored once, whichever readings use it
+    for reading, positive_task, positive, negative_task, negative in readings:
         for task in {positive_task, negative_task} - set(scored):
             scored[task] = list(zip(variant_sets[task], variant_deltas(delta_of, variant_sets[task]), strict=True))
         pairs = [(v, d) for v, d in scored[positive_task] if v["kind"] == positive]

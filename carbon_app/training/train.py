@@ -218,15 +218,21 @@ def in_frame_stops(k: int) -> torch.Tensor:
     return table
 
 
+def stop_free_coding(kmer: torch.Tensor, labels: torch.Tensor,
+                     stops: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The coding tokens whose true 6-mer holds no stop codon in its labelled frame (the annotated stop
+    codon itself is left alone), and every token's frame as a row of `stops`: where the stop terms apply."""
+    frame = labels.clamp(min=0).long()
+    return (labels >= 0) & (labels != NOT_CODING) & ~stops[frame, kmer], frame
+
+
 def stop_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, stops: torch.Tensor) -> torch.Tensor:
-    """Mean -log(1 - p(a 6-mer with an in-frame stop)) over the coding tokens whose true 6-mer holds none
-    (the annotated stop codon itself is left alone)."""
-    coding = (labels >= 0) & (labels != NOT_CODING)
-    forbidden = stops[labels.clamp(min=0).long()]  # [n, 4^k]
-    coding &= ~forbidden.gather(-1, kmer.unsqueeze(-1)).squeeze(-1)
+    """Mean -log(1 - p(a 6-mer with an in-frame stop)) over the coding tokens whose true 6-mer holds none."""
+    coding, frame = stop_free_coding(kmer, labels, stops)
     if not coding.any():
         return torch.zeros((), device=logprobs.device)
-    p_stop = logprobs[coding].masked_fill(~forbidden[coding], -math.inf).logsumexp(-1)
+    forbidden = stops[frame[coding]]  # [n, 4^k]
+    p_stop = logprobs[coding].masked_fill(~forbidden, -math.inf).logsumexp(-1)
     return -torch.log(-torch.expm1(p_stop.clamp(max=-1e-6))).mean()
 
 
@@ -249,9 +255,7 @@ def stop_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch
     that hold a stop codon in the labelled frame: the comparison a stop-gain variant's score makes. Over
     the coding tokens whose true 6-mer holds no stop and is one SNV from one; the gradient lowers those
     rivals against the true 6-mer, however small their share of the 4,096 already is."""
-    coding = (labels >= 0) & (labels != NOT_CODING)
-    frame = labels.clamp(min=0).long()
-    coding &= ~stops[frame, kmer]
+    coding, frame = stop_free_coding(kmer, labels, stops)
     rivals = single_substitutions(k_of(logprobs.shape[-1])).to(kmer.device)[kmer]  # [n, 3k]
     stop_rivals = stops[frame.unsqueeze(-1), rivals]
     coding &= stop_rivals.any(-1)
