@@ -33,13 +33,15 @@ from carbon_app.training.data import (
 )
 from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
 from carbon_app.training.train import (
+    UNKNOWN_BEFORE,
+    bases_before,
     holds_stop,
-    in_frame_stops,
     marked_bases,
     single_substitutions,
     splice_contrast_loss,
     stop_contrast_loss,
     stop_loss,
+    stop_table,
 )
 from carbon_app.training.variant_sets import (
     coding_variants,
@@ -384,7 +386,7 @@ def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(
 
 
 def test_the_stop_table_and_term_know_each_frame_on_either_strand():
-    table = in_frame_stops(6)
+    table = stop_table(6)[:, UNKNOWN_BEFORE]  # stops inside the 6-mer alone
     kmers = ["".join(bases) for bases in itertools.product(BASES, repeat=6)]
     index = {kmer: i for i, kmer in enumerate(kmers)}
     assert [int(n) for n in table.sum(1)] == [375, 192, 192, 0, 192, 192, 375]  # 4096 - 61^2; 3 x 64 per codon
@@ -395,37 +397,69 @@ def test_the_stop_table_and_term_know_each_frame_on_either_strand():
     logprobs = torch.full((3, 4096), -30.0)
     logprobs[0, index["TAAGGG"]] = logprobs[1, index["GGGGGG"]] = logprobs[2, index["TAAGGG"]] = 0.0
     kmer, labels = torch.tensor([index["GGGGGG"]] * 2 + [index["TAAGGG"]]), torch.tensor([0, 0, 0])
-    assert stop_loss(logprobs[:1], kmer[:1], labels[:1], table) > 10  # all its mass on an in-frame stop
-    assert stop_loss(logprobs[1:2], kmer[1:2], labels[1:2], table) < 1e-6
-    assert stop_loss(logprobs[2:], kmer[2:], labels[2:], table) == 0  # the annotated stop codon is left alone
-    assert stop_loss(logprobs[:1], kmer[:1], torch.tensor([3]), table) == 0  # not coding: no frame to keep
+    table, unknown = stop_table(6), torch.full((1,), UNKNOWN_BEFORE)
+    assert stop_loss(logprobs[:1], kmer[:1], labels[:1], unknown, table) > 10  # all its mass on an in-frame stop
+    assert stop_loss(logprobs[1:2], kmer[1:2], labels[1:2], unknown, table) < 1e-6
+    assert stop_loss(logprobs[2:], kmer[2:], labels[2:], unknown, table) == 0  # the annotated stop is left alone
+    assert stop_loss(logprobs[:1], kmer[:1], torch.tensor([3]), unknown, table) == 0  # not coding: no frame
+
+
+def test_a_stop_codon_split_between_two_6mers_is_the_second_ones_doing():
+    table = stop_table(6)
+    index = {"".join(bases): i for i, bases in enumerate(itertools.product(BASES, repeat=6))}
+    pair = {"".join(bases): i for i, bases in enumerate(itertools.product(BASES, repeat=2))}
+    # first base at codon place 2: the codon is the two bases before and this one; at place 1, the one before
+    # and these two
+    assert table[2, pair["TA"], index["GCCCCC"]] and not table[2, UNKNOWN_BEFORE, index["GCCCCC"]]
+    assert table[1, pair["CT"], index["AACCCC"]] and not table[1, pair["TC"], index["AACCCC"]]
+    assert not table[0, pair["TA"], index["GCCCCC"]]  # place 0: the bases before end the codon before
+    # read backwards: CT ACCCCC is the gene's GGGGG TAG, the stop's T this 6-mer's last base read
+    assert table[demo_data.ANTISENSE, pair["CT"], index["ACCCCC"]]
+    assert not table[demo_data.ANTISENSE, UNKNOWN_BEFORE, index["ACCCCC"]]
+    assert all(torch.equal(table[:, row] | table[:, UNKNOWN_BEFORE], table[:, row]) for row in range(16))
+    # the row each token reads: the token before's last two bases where it is the same gene in the same frame
+    previous = torch.tensor([index["CCCCTA"]] * 3 + [-3] + [index["CCCCTA"]] * 2)
+    previous_labels = torch.tensor([2, 1, 2, 2, 2, demo_data.NOT_CODING])
+    labels = torch.tensor([2, 2, demo_data.NOT_CODING, 2, -1, demo_data.NOT_CODING])
+    assert bases_before(previous, previous_labels, labels, 4096).tolist() == [pair["TA"]] + [UNKNOWN_BEFORE] * 5
+    # the stop contrast then sets GCCCCC after TA against its SNVs, and CCCCCC after TA against GCCCCC
+    uniform = torch.full((2, 4096), -math.log(4096))
+    kmer, before = torch.tensor([index["GCCCCC"], index["CCCCCC"]]), torch.tensor([pair["TA"]] * 2)
+    assert stop_contrast_loss(uniform[:1], kmer[:1], torch.tensor([2]), before[:1], table) == 0  # a stop itself
+    assert stop_contrast_loss(uniform[1:], kmer[1:], torch.tensor([2]), before[1:], table).item() == pytest.approx(
+        math.log(3))  # TAG and TAA: C -> G or A at its first base
+    assert stop_contrast_loss(uniform[1:], kmer[1:], torch.tensor([2]), torch.tensor([UNKNOWN_BEFORE]),
+                              table) == 0
 
 
 def test_the_stop_contrast_sets_a_coding_6mer_against_the_snvs_that_make_a_stop():
     kmers = ["".join(bases) for bases in itertools.product(BASES, repeat=6)]
     index = {kmer: i for i, kmer in enumerate(kmers)}
-    table, substitutions = in_frame_stops(6), single_substitutions(6)
+    table, substitutions = stop_table(6), single_substitutions(6)
+    unknown = torch.full((1,), UNKNOWN_BEFORE)  # nothing known before: stops inside the 6-mer
     assert substitutions.shape == (4096, 18)
     made = {kmers[i] for i in substitutions[index["CAGGGG"]].tolist()}
     assert len(made) == 18 and "TAGGGG" in made and "CAGGGA" in made and "CAGGGG" not in made
     # CAG GGG in frame 0: one SNV (C->T) makes a stop, TAG; GGG GGG is never one SNV from a stop
     uniform = torch.full((4, 4096), -math.log(4096))
     kmer = torch.tensor([index["CAGGGG"], index["GGGGGG"], index["TAGGGG"], index["CAGGGG"]])
-    assert stop_contrast_loss(uniform[:1], kmer[:1], torch.tensor([0]), table).item() == pytest.approx(math.log(2))
-    assert stop_contrast_loss(uniform[1:2], kmer[1:2], torch.tensor([0]), table) == 0  # no stop one SNV away
-    assert stop_contrast_loss(uniform[2:3], kmer[2:3], torch.tensor([0]), table) == 0  # the stop codon itself
-    assert stop_contrast_loss(uniform[3:], kmer[3:], torch.tensor([demo_data.NOT_CODING]), table) == 0
+    assert stop_contrast_loss(uniform[:1], kmer[:1], torch.tensor([0]), unknown,
+                              table).item() == pytest.approx(math.log(2))
+    assert stop_contrast_loss(uniform[1:2], kmer[1:2], torch.tensor([0]), unknown, table) == 0  # no stop one SNV away
+    assert stop_contrast_loss(uniform[2:3], kmer[2:3], torch.tensor([0]), unknown, table) == 0  # the stop codon itself
+    assert stop_contrast_loss(uniform[3:], kmer[3:], torch.tensor([demo_data.NOT_CODING]), unknown, table) == 0
     stop_up, other_up = uniform[:1].clone(), uniform[:1].clone()
     stop_up[0, index["TAGGGG"]] += 3.0  # the stop-making SNV more likely: the term rises
     other_up[0, index["CAGGGA"]] += 3.0  # a synonymous SNV more likely: the term does not see it
-    assert stop_contrast_loss(stop_up, kmer[:1], torch.tensor([0]), table) > math.log(2) + 2
-    assert stop_contrast_loss(other_up, kmer[:1], torch.tensor([0]), table).item() == pytest.approx(math.log(2))
+    assert stop_contrast_loss(stop_up, kmer[:1], torch.tensor([0]), unknown, table) > math.log(2) + 2
+    assert stop_contrast_loss(other_up, kmer[:1], torch.tensor([0]), unknown,
+                              table).item() == pytest.approx(math.log(2))
     # CTGGGG read backwards is the gene's CCC CAG (its first base read at place 2): CTAGGG, the gene's
     # CCC TAG, is its stop-making SNV; read forwards in frame 0, CTG GGG is one SNV from no stop
     backwards = torch.tensor([index["CTGGGG"]])
     assert stop_contrast_loss(uniform[:1], backwards, torch.tensor([demo_data.ANTISENSE + 2]),
-                              table).item() == pytest.approx(math.log(2))
-    assert stop_contrast_loss(uniform[:1], backwards, torch.tensor([0]), table) == 0
+                              unknown, table).item() == pytest.approx(math.log(2))
+    assert stop_contrast_loss(uniform[:1], backwards, torch.tensor([0]), unknown, table) == 0
 
 
 def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_only():
@@ -685,11 +719,12 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
     seen = []
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
     train_module.main(["--preset", "target", "--batch", "256", "--hidden", "384", "--layers", "10", "--ffn", "1024",
-                       "--heads", "6", "--kv-heads", "2", "--device", "cpu"])
+                       "--heads", "6", "--kv-heads", "2", "--warmup", "20", "--device", "cpu"])
     train_module.main(["--preset", "draft", "--device", "cpu"])
     big, draft = seen
     assert (big.batch, big.hidden, big.layers, big.ffn, big.name) == (256, 384, 10, 1024, "carbon-demo")
-    assert (big.heads, big.kv_heads) == (6, 2) and big.steps == 2800  # what is not named stays the preset's
+    assert (big.heads, big.kv_heads, big.warmup) == (6, 2, 20) and big.steps == 2800  # the rest stays the preset's
+    assert draft.warmup == 150
     assert (draft.hidden, draft.layers, draft.batch) == (128, 2, 32)
     for flag, value, problem in (("--batch", "0", "--batch must be at least 1, not 0"),
                                  ("--hidden", "2.5", "--hidden must be a whole number, not 2.5"),
@@ -697,6 +732,7 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--minutes", "nan", "--minutes must be above 0, not nan"),
                                  ("--minutes", "soon", "--minutes must be a number, not 'soon'"),
                                  ("--steps", "0", "--steps must be at least 1, not 0"),
+                                 ("--warmup", "-5", "--warmup must be at least 0, not -5"),
                                  ("--lr", "0", "--lr must be above 0 and at most 1, not 0"),
                                  ("--lr", "inf", "--lr must be above 0 and at most 1, not inf"),
                                  ("--fns-from", "1.5", "--fns-from must be between 0 and 1, not 1.5"),

@@ -205,33 +205,54 @@ def holds_stop(kmer: str, place: int) -> bool:
     return any(kmer[at : at + 3] in STOP_CODONS for at in range((3 - place) % 3, len(kmer) - 2, 3))
 
 
-def in_frame_stops(k: int) -> torch.Tensor:
-    """[FRAME_CLASSES, 4^k] bool: the k-mers (in id order) that hold a stop codon in each label's frame.
+UNKNOWN_BEFORE = 16  # a `stop_table` row: the bases before the token are not the same gene's coding sequence
+
+
+def stop_table(k: int) -> torch.Tensor:
+    """[FRAME_CLASSES, 17, 4^k] bool: the k-mers (in id order) that make a stop codon in each label's frame,
+    after each pair of bases before them (row 4 x first + second, bases in id order) or, in the last row,
+    inside the k-mer alone. A codon the 6-mers split (a third of the codons where a token starts at codon
+    place 1 or 2) is completed by the second token's first bases, so a stop there is that token's doing.
     An antisense k-mer is read backwards: its reverse complement is the gene's own sequence, whose first
     base sits k - 1 bases before the labelled one."""
     kmers = ["".join(bases) for bases in itertools.product(BASES, repeat=k)]
-    table = torch.zeros(FRAME_CLASSES, len(kmers), dtype=torch.bool)
+    befores = ["".join(pair) for pair in itertools.product(BASES, repeat=2)] + [""]
+    table = torch.zeros(FRAME_CLASSES, len(befores), len(kmers), dtype=torch.bool)
     for place in range(3):
-        table[place] = torch.tensor([holds_stop(kmer, place) for kmer in kmers])
-        table[ANTISENSE + place] = torch.tensor([holds_stop(reverse_complement(kmer), (place - k + 1) % 3)
-                                                 for kmer in kmers])
+        for row, before in enumerate(befores):
+            first = (place - len(before)) % 3  # the codon place of the bases' first
+            table[place, row] = torch.tensor([holds_stop(before + kmer, first) for kmer in kmers])
+            table[ANTISENSE + place, row] = torch.tensor([holds_stop(reverse_complement(before + kmer),
+                                                                     (place - k + 1) % 3) for kmer in kmers])
     return table
 
 
-def stop_free_coding(kmer: torch.Tensor, labels: torch.Tensor,
-                     stops: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The coding tokens whose true 6-mer holds no stop codon in its labelled frame (the annotated stop
-    codon itself is left alone), and every token's frame as a row of `stops`: where the stop terms apply."""
-    frame = labels.clamp(min=0).long()
-    return (labels >= 0) & (labels != NOT_CODING) & ~stops[frame, kmer], frame
+def bases_before(previous: torch.Tensor, previous_labels: torch.Tensor, labels: torch.Tensor,
+                 n_kmers: int) -> torch.Tensor:
+    """Each token's `stop_table` row: the last two bases of the token before it where that token is a k-mer
+    of the same gene's coding sequence in the same frame (consecutive coding 6-mers share a label), else
+    UNKNOWN_BEFORE (a tag, the first token, an intron or another strand before it)."""
+    coding = (labels >= 0) & (labels != NOT_CODING)
+    same_gene = coding & (previous >= 0) & (previous < n_kmers) & (previous_labels == labels)
+    return torch.where(same_gene, previous.clamp(min=0) % 16, UNKNOWN_BEFORE)
 
 
-def stop_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, stops: torch.Tensor) -> torch.Tensor:
-    """Mean -log(1 - p(a 6-mer with an in-frame stop)) over the coding tokens whose true 6-mer holds none."""
-    coding, frame = stop_free_coding(kmer, labels, stops)
+def stop_free_coding(kmer: torch.Tensor, labels: torch.Tensor, before: torch.Tensor,
+                     stops: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """The coding tokens whose true 6-mer makes no stop codon in its labelled frame (the annotated stop
+    codon itself is left alone), and every token's row of `stops` (its frame, the bases before it): where
+    the stop terms apply."""
+    row = (labels.clamp(min=0).long(), before)
+    return (labels >= 0) & (labels != NOT_CODING) & ~stops[(*row, kmer)], row
+
+
+def stop_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, before: torch.Tensor,
+              stops: torch.Tensor) -> torch.Tensor:
+    """Mean -log(1 - p(a 6-mer making an in-frame stop)) over the coding tokens whose true 6-mer makes none."""
+    coding, (frame, before) = stop_free_coding(kmer, labels, before, stops)
     if not coding.any():
         return torch.zeros((), device=logprobs.device)
-    forbidden = stops[frame[coding]]  # [n, 4^k]
+    forbidden = stops[frame[coding], before[coding]]  # [n, 4^k]
     p_stop = logprobs[coding].masked_fill(~forbidden, -math.inf).logsumexp(-1)
     return -torch.log(-torch.expm1(p_stop.clamp(max=-1e-6))).mean()
 
@@ -249,15 +270,15 @@ def single_substitutions(k: int) -> torch.Tensor:
     return torch.stack(made, -1)
 
 
-def stop_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor,
+def stop_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, before: torch.Tensor,
                        stops: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of each coding token's true 6-mer among itself and its single-base substitutions
     that hold a stop codon in the labelled frame: the comparison a stop-gain variant's score makes. Over
     the coding tokens whose true 6-mer holds no stop and is one SNV from one; the gradient lowers those
     rivals against the true 6-mer, however small their share of the 4,096 already is."""
-    coding, frame = stop_free_coding(kmer, labels, stops)
+    coding, (frame, before) = stop_free_coding(kmer, labels, before, stops)
     rivals = single_substitutions(k_of(logprobs.shape[-1])).to(kmer.device)[kmer]  # [n, 3k]
-    stop_rivals = stops[frame.unsqueeze(-1), rivals]
+    stop_rivals = stops[frame.unsqueeze(-1), before.unsqueeze(-1), rivals]
     coding &= stop_rivals.any(-1)
     if not coding.any():
         return torch.zeros((), device=logprobs.device)
@@ -343,8 +364,9 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     stop = stop_contrast = torch.zeros((), device=rows.device)
     if stops is not None:
         labels = frames[:, 1:][keep]
-        stop = stop_loss(logprobs, kmer, labels, stops)
-        stop_contrast = stop_contrast_loss(logprobs, kmer, labels, stops)
+        before = bases_before(inputs[keep] - kmer_start, frames[:, :-1][keep], labels, n_kmers)
+        stop = stop_loss(logprobs, kmer, labels, before, stops)
+        stop_contrast = stop_contrast_loss(logprobs, kmer, labels, before, stops)
     splice = splice_bases = splice_contrast = torch.zeros((), device=rows.device)
     if splice_sites is not None:
         marks = splice_sites[:, 1:][keep]
@@ -418,7 +440,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if int(frames.max()) >= FRAME_CLASSES:
             raise SystemExit(f"{data}/train_frames.npy has labels this version does not know: rebuild the data")
     if any(stop_terms.values()):
-        stops = in_frame_stops(tokenizer.k).to(cfg.device)
+        stops = stop_table(tokenizer.k).to(cfg.device)
     splice_sites = None
     per_base = {"--splice-base-weight": cfg.splice_base_weight, "--splice-contrast-weight": cfg.splice_contrast_weight}
     if cfg.splice_weight or any(per_base.values()):
@@ -629,6 +651,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
     parser.add_argument("--lr", type=argument_type(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
                         help="peak learning rate")
+    parser.add_argument("--warmup", type=argument_type(lambda text: whole_number(text, "--warmup", 0)),
+                        help="steps of linear warm-up to the peak learning rate (default 150; continued "
+                             "training from a trained model needs few)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--no-compile", dest="compile", action="store_false", default=None,
                         help="run the decoder eagerly (torch.compile needs a C++ compiler on a CPU)")
@@ -687,8 +712,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     if args.init_layers is not None and args.init is None:
         parser.error("--init-layers cuts the --init model: name one with --init")
-    for key in ("steps", "init", "init_layers", "name", "lr", "device", "fns_from", "compile", *SHAPE, "minutes",
-                *OBJECTIVE):
+    for key in ("steps", "init", "init_layers", "name", "lr", "warmup", "device", "fns_from", "compile", *SHAPE,
+                "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if cfg.teacher or args.teacher:
