@@ -733,6 +733,7 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--minutes", "soon", "--minutes must be a number, not 'soon'"),
                                  ("--steps", "0", "--steps must be at least 1, not 0"),
                                  ("--warmup", "-5", "--warmup must be at least 0, not -5"),
+                                 ("--warmup", "2800", "--warmup 2800 leaves no steps after the warm-up"),
                                  ("--lr", "0", "--lr must be above 0 and at most 1, not 0"),
                                  ("--lr", "inf", "--lr must be above 0 and at most 1, not inf"),
                                  ("--fns-from", "1.5", "--fns-from must be between 0 and 1, not 1.5"),

@@ -273,8 +273,8 @@ def single_substitutions(k: int) -> torch.Tensor:
 def stop_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, before: torch.Tensor,
                        stops: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of each coding token's true 6-mer among itself and its single-base substitutions
-    that hold a stop codon in the labelled frame: the comparison a stop-gain variant's score makes. Over
-    the coding tokens whose true 6-mer holds no stop and is one SNV from one; the gradient lowers those
+    that make a stop codon in the labelled frame: the comparison a stop-gain variant's score makes. Over
+    the coding tokens whose true 6-mer makes no stop and is one SNV from one; the gradient lowers those
     rivals against the true 6-mer, however small their share of the 4,096 already is."""
     coding, (frame, before) = stop_free_coding(kmer, labels, before, stops)
     rivals = single_substitutions(k_of(logprobs.shape[-1])).to(kmer.device)[kmer]  # [n, 3k]
@@ -716,6 +716,8 @@ def main(argv: list[str] | None = None) -> None:
                 "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
+    if args.warmup is not None and args.warmup >= cfg.steps:
+        parser.error(f"--warmup {args.warmup} leaves no steps after the warm-up: --steps is {cfg.steps}")
     if cfg.teacher or args.teacher:
         cfg = replace(cfg, teacher=args.teacher or str(model_folder(args.out_root, "carbon-demo")))
     train(cfg, resume=args.resume)
