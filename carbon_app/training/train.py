@@ -205,12 +205,19 @@ def holds_stop(kmer: str, place: int) -> bool:
     return any(kmer[at : at + 3] in STOP_CODONS for at in range((3 - place) % 3, len(kmer) - 2, 3))
 
 
-UNKNOWN_BEFORE = 16  # a `stop_table` row: the bases before the token are not the same gene's coding sequence
+BASE_PAIRS = len(BASES) ** 2  # the last two bases of a k-mer id (bases in id order, last fastest): id % BASE_PAIRS
+UNKNOWN_BEFORE = BASE_PAIRS  # a `stop_table` row: the bases before the token are not the same gene's coding sequence
+
+
+def is_coding(labels: torch.Tensor) -> torch.Tensor:
+    """The tokens a frame label places in a gene's coding sequence, on either strand (the others are
+    NOT_CODING or FRAME_UNKNOWN)."""
+    return (labels >= 0) & (labels != NOT_CODING)
 
 
 def stop_table(k: int) -> torch.Tensor:
-    """[FRAME_CLASSES, 17, 4^k] bool: the k-mers (in id order) that make a stop codon in each label's frame,
-    after each pair of bases before them (row 4 x first + second, bases in id order) or, in the last row,
+    """[FRAME_CLASSES, BASE_PAIRS + 1, 4^k] bool: the k-mers (in id order) that make a stop codon in each
+    label's frame, after each pair of bases before them (row 4 x first + second, bases in id order) or, in the last row,
     inside the k-mer alone. A codon the 6-mers split (a third of the codons where a token starts at codon
     place 1 or 2) is completed by the second token's first bases, so a stop there is that token's doing.
     An antisense k-mer is read backwards: its reverse complement is the gene's own sequence, whose first
@@ -232,9 +239,8 @@ def bases_before(previous: torch.Tensor, previous_labels: torch.Tensor, labels: 
     """Each token's `stop_table` row: the last two bases of the token before it where that token is a k-mer
     of the same gene's coding sequence in the same frame (consecutive coding 6-mers share a label), else
     UNKNOWN_BEFORE (a tag, the first token, an intron or another strand before it)."""
-    coding = (labels >= 0) & (labels != NOT_CODING)
-    same_gene = coding & (previous >= 0) & (previous < n_kmers) & (previous_labels == labels)
-    return torch.where(same_gene, previous.clamp(min=0) % 16, UNKNOWN_BEFORE)
+    same_gene = is_coding(labels) & (previous >= 0) & (previous < n_kmers) & (previous_labels == labels)
+    return torch.where(same_gene, previous.clamp(min=0) % BASE_PAIRS, UNKNOWN_BEFORE)
 
 
 def stop_free_coding(kmer: torch.Tensor, labels: torch.Tensor, before: torch.Tensor,
@@ -243,7 +249,7 @@ def stop_free_coding(kmer: torch.Tensor, labels: torch.Tensor, before: torch.Ten
     codon itself is left alone), and every token's row of `stops` (its frame, the bases before it): where
     the stop terms apply."""
     row = (labels.clamp(min=0).long(), before)
-    return (labels >= 0) & (labels != NOT_CODING) & ~stops[(*row, kmer)], row
+    return is_coding(labels) & ~stops[(*row, kmer)], row
 
 
 def stop_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch.Tensor, before: torch.Tensor,
