@@ -18,8 +18,9 @@ bacterial genomes): spliced mRNA of annotated transcripts, genomic gene
 windows on the gene's strand, windows placed across an exon-intron boundary,
 and genomic windows anywhere on either strand (`MIX`). Prompts follow the
 Carbon template mix: no tag 50%, species+region, species only and region only
-1/6 each (a missing label drops that tag). The held-out variant sets of
-`variant_sets.py` are written beside the windows; everything used and counted
+1/6 each (a missing label drops that tag). The variant sets of
+`variant_sets.py` are written beside the windows (the held-out test sets, and
+validation sets to choose between models on); everything used and counted
 goes into `data_card.json`.
 
 Each token of a window taken from an annotated transcript also gets its
@@ -72,7 +73,7 @@ from .annotation import (
 )
 from .sources import PACKAGES, fetch
 from .tokenizer import K
-from .variant_sets import held_out_variant_sets
+from .variant_sets import variant_sets
 
 WINDOW_TOKENS = 252  # with up to two tags and <dna>, a row fits the 256-token demo context
 WINDOW = WINDOW_TOKENS * K
@@ -491,7 +492,9 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
     held_out = random.Random(f"{seed}:held-out")  # its own stream: a new training mix keeps the same test sets
     validation = sample_eval_windows(records, "validation", 100, held_out)
     test = sample_eval_windows(records, "test", 200, held_out)
-    variants = held_out_variant_sets(records, held_out)
+    variants = variant_sets(records, held_out)
+    # its own stream too, so that the test sets above stay as they were before validation sets existed
+    validation_variants = variant_sets(records, random.Random(f"{seed}:validation-variants"), "validation")
     rows, dna_at, frames, splice_sites = to_rows(train, tokenizer, tokenizer.text_tokenizer.pad_token_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     np.save(out_dir / "train_rows.npy", rows)
@@ -503,6 +506,7 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
     (out_dir / "validation.json").write_text(json.dumps(validation))
     (out_dir / "test.json").write_text(json.dumps(test))
     (out_dir / "test_variants.json").write_text(json.dumps(variants))
+    (out_dir / "validation_variants.json").write_text(json.dumps(validation_variants))
 
     card = {
         "sources": sources or [],
@@ -548,6 +552,8 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
             "test_windows": sum(w["group"] == group for w in test),
             "test_variants": {task: dict(Counter(v["kind"] for v in found if v["group"] == group))
                               for task, found in variants.items()},
+            "validation_variants": {task: dict(Counter(v["kind"] for v in found if v["group"] == group))
+                                    for task, found in validation_variants.items()},
         }
     (out_dir / "data_card.json").write_text(json.dumps(card, indent=2) + "\n")
     return card
@@ -599,6 +605,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"train regions: {card['train_regions']}")
     print(f"train window kinds: {card['train_kinds']}")
     print(f"held-out variants: {json.dumps({g: i['test_variants'] for g, i in card['groups'].items()})}")
+    print(f"validation variants: {json.dumps({g: i['validation_variants'] for g, i in card['groups'].items()})}")
     print(f"wrote {args.out}/data_card.json")
 
 
