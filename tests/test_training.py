@@ -45,10 +45,10 @@ from carbon_app.training.train import (
 )
 from carbon_app.training.variant_sets import (
     coding_variants,
-    held_out_variant_sets,
     splice_dinucleotide_change,
     splice_dinucleotide_shares,
     splice_variants,
+    variant_sets,
 )
 from tests.conftest import random_dna
 
@@ -156,7 +156,7 @@ def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
                             "protein_coding")
     records = [Record("held", genome, "mammal", "human", "test", [transcript], held_out=True),
                Record("train", genome + "A" * 20_000, "plant", "cress", "test", [train_copy])]
-    sets = held_out_variant_sets(records, random.Random(1))
+    sets = variant_sets(records, random.Random(1))
     assert {v["record"] for found in sets.values() for v in found} == {"held"}
     kinds = Counter(v["kind"] for v in sets["coding"])
     assert kinds["stop_gain"] == kinds["synonymous"] == 2  # balanced within the gene
@@ -167,6 +167,31 @@ def test_held_out_variant_sets_come_from_test_genes_only_with_their_context():
     assert Counter((v["ref"], v["alt"]) for v in sets["splice_matched"]) == changes["splice_site"]
     for v in sets["coding"] + sets["splice"] + sets["splice_matched"]:
         assert v["context"][v["context_pos"] - 1] == v["ref"] == genome[v["pos"] - 1]
+
+
+def test_validation_variant_sets_come_from_the_validation_part_only():
+    """One record, the same gene twice: in its validation part (90-95% of its length) and in its test part
+    (the last 5%); each part's sets hold its own copy, so choosing on validation never reads the test genes.
+    The validation coding set reads inferred CDSs too, the test set never."""
+    genome, transcript = _coding_gene(1)
+
+    def at(offset: int, name: str) -> Transcript:
+        return Transcript(name, name, 1, [(a + offset, b + offset) for a, b in transcript.exons],
+                          [(a + offset, b + offset) for a, b in transcript.cds], "protein_coding")
+
+    sequence = random_dna(36_500, 1) + genome + random_dna(1_085, 2) + genome + random_dna(585, 3)
+    assert len(sequence) == 40_000 and demo_data.split_bounds(len(sequence)) == (36_000, 38_000)
+    record = Record("r", sequence, "plant", "cress", "test", [at(36_500, "in validation"), at(38_500, "in test")])
+    for part, gene in (("validation", "in validation"), ("test", "in test")):
+        sets = variant_sets([record], random.Random(1), part)
+        assert len(sets["coding"]) == 4 and len(sets["splice"]) == 8
+        assert {v["gene"] for found in sets.values() for v in found} == {gene}
+        for v in sets["coding"] + sets["splice"]:
+            assert v["context"][v["context_pos"] - 1] == v["ref"] == sequence[v["pos"] - 1]
+    # a CDS inferred as the longest ORF (the human exon table's genes) gives a validation coding set, never a test one
+    inferred = replace(record, transcripts=[replace(t, cds_inferred=True) for t in record.transcripts])
+    assert len(variant_sets([inferred], random.Random(1), "validation")["coding"]) == 4
+    assert variant_sets([inferred], random.Random(1), "test")["coding"] == []
 
 
 @pytest.mark.parametrize("strand", [1, -1])
@@ -201,9 +226,9 @@ def test_an_exon_table_gene_gets_its_longest_orf_as_a_flagged_cds_never_a_held_o
     check = inferred_frame_check([annotated], genome)  # the union of one isoform: found exactly
     assert check["agree"] == check["inferred"] == check["found"] == check["annotated"] == len(orf)
     records = [Record("held", genome, "mammal", "human", "test", [inferred], held_out=True)]
-    sets = held_out_variant_sets(records, random.Random(1))
+    sets = variant_sets(records, random.Random(1))
     assert sets["coding"] == [] and len(sets["splice"]) > 0  # the inferred CDS gives no held-out coding set
-    assert held_out_variant_sets([replace(records[0], transcripts=[annotated])], random.Random(1))["coding"]
+    assert variant_sets([replace(records[0], transcripts=[annotated])], random.Random(1))["coding"]
 
 
 def test_auroc_counts_ties_half():
@@ -807,7 +832,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     from dataclasses import asdict
 
     from carbon_app.training import train as train_module
-    from carbon_app.training.evaluate import lineage_commands, run_teachers
+    from carbon_app.training.evaluate import lineage_commands, run_teachers, runs_in_order
     from carbon_app.training.train import PRESETS, TrainConfig, training_lineage
 
     def run(name, init, preset="target", **settings):
@@ -845,7 +870,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     installed = asdict(replace(TrainConfig(), name="next", init="assets/models/carbon-demo",
                                teacher="assets/models/carbon-demo", distill_weight=0.3))
     assert f"--init {kept} --teacher {kept} " in train_module.train_command(installed, str(kept))
-    assert run_teachers([*lineage, {"config": installed}])[-2:] == [str(stop), str(kept)]  # the card names it so
+    # the card names it so
+    assert run_teachers(runs_in_order([*lineage, {"config": installed}]))[-2:] == [str(stop), str(kept)]
     for command in commands:
         words = shlex.split(command)
         assert words[:3] == ["python", "-m", "carbon_app.training.train"]
@@ -897,6 +923,7 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
         quality_summary,
         variant_table,
     )
+    from carbon_app.training.merge import merge
     from carbon_app.training.train import TrainConfig, train
 
     monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
@@ -909,6 +936,9 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     assert card["groups"]["mammal"]["test_variants"] == {"coding": {"stop_gain": 2, "synonymous": 2},
                                                          "splice": {"deep_intronic": 4, "splice_site": 4},
                                                          "splice_matched": {"deep_same_dinucleotide": 4}}
+    assert card["groups"]["mammal"]["validation_variants"] == {"coding": {}, "splice": {}, "splice_matched": {}}
+    assert json.loads((data / "validation_variants.json").read_text()).keys() == {"coding", "splice",
+                                                                                  "splice_matched"}
     assert card["train_windows"] > 0 and card["groups"]["mammal"]["train_windows"] == 0  # held out whole
 
     cfg = TrainConfig(data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2, kv_heads=1,
@@ -967,6 +997,20 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     assert "previous carbon-demo figures are its own, saved when it was installed" in card
     lineage = json.loads((assets / "carbon-demo" / "training.json").read_text())["lineage"]
     assert [run["config"]["name"] for run in lineage] == ["carbon-demo"]
+
+    # the installed target averaged with the first: a merge installed as the default says what it averaged
+    merged = merge(assets / "carbon-demo", target, 0.25, "merged", cfg.out_root)
+    install(merged, None, evaluate(merged, None, data, previous_dir=assets / "carbon-demo", device="cpu"), assets)
+    card = (assets / "carbon-demo" / "README.md").read_text()
+    assert "Made in 2 runs and 1 merge" in card and "| merged | merge | - |" in card
+    assert ("No training of its own: merged averages the weights of two: (1 - 0.25) x continued + 0.25 x "
+            "carbon-demo") in card
+    commands = [line.strip() for line in card.split("## Regenerate")[1].splitlines() if line.startswith("    ")]
+    assert commands[-2:] == [f"python -m carbon_app.training.merge --name merged --base {continued} --other {target} "
+                             f"--weight 0.25 --out-root {cfg.out_root}",
+                             f"python -m carbon_app.training.evaluate --target {merged} "
+                             "--previous assets/models/carbon-demo --install assets/models"]
+    assert (assets / "carbon-demo" / "model.safetensors").read_bytes() == (merged / "model.safetensors").read_bytes()
 
 
 def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with():

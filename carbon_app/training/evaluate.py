@@ -40,6 +40,7 @@ from ..inference.generate import generate
 from ..inference.score import METHODS, Variant, score_sequence, score_variant
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
+from .merge import merge_command
 from .train import kept_near_start, model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
 from .variant_sets import splice_dinucleotide_change
 
@@ -210,12 +211,12 @@ def dinucleotide_delta(context: str, text: str) -> float:
     return float(splice_dinucleotide_change({"context": context, "context_pos": variant.pos, "alt": variant.alt}))
 
 
-def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0) -> dict:
+def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0, with_random: bool = True) -> dict:
     """(a) AUROC of -delta, stop-gain vs synonymous; (b) splice-site vs deep-intronic; where the sets hold
     them, (b) again against deep-intronic SNVs that break the same splice dinucleotide the same way
     ("splice_matched": knowing the site, not liking GT and AG, is what scores there); per group and
     pooled; (c) the share of random SNVs (a random base within 100 of every third held-out site) with
-    delta < 0."""
+    delta < 0 (left out when not `with_random`)."""
     out: dict = {}
     # a reading: its name, then the set and kind of its positives and of its negatives
     readings = [("coding", "coding", "stop_gain", "coding", "synonymous"),
@@ -237,6 +238,8 @@ def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0)
         out[reading] = {"auroc": table, "variants": {g: len(s[positive]) + len(s[negative]) for g, s in scores.items()},
                         "mean_delta": {kind: float(np.mean([d for v, d in pairs if v["kind"] == kind]))
                                        for kind in (positive, negative)}}
+    if not with_random:
+        return out
     rng = random.Random(seed)
     randoms = []
     for v in (variant_sets["coding"] + variant_sets["splice"])[::3]:
@@ -463,19 +466,20 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
     tag = results["species_tag_recovery_delta"]
     loglik = results["species_tag_loglik_delta_per_base"]
     agreement = results.get("draft_greedy_agreement")
-    runs = [*training.get("lineage", []), {"config": cfg, "final": log[-1] if log else None}]
+    this = {"config": cfg, "final": log[-1] if log else None}
+    if "parents" in training:  # the model is a merge (merge.py)
+        this["parents"] = training["parents"]
+    runs = runs_in_order([*training.get("lineage", []), this])
     teachers = run_teachers(runs)
-    runs_table = "\n".join(
-        f"| {r['config']['name']} | {r['config']['steps']} | {r['config']['lr']:g} | "
-        f"{int(r['config']['fns_from'] * r['config']['steps'])} | {r['config'].get('frame_weight') or 0:g} | "
-        f"{stop_weights(r['config'])} | {splice_weights(r['config'])} | "
-        f"{shares_text(r['config'].get('group_weights') or {}) or '-'} | "
-        f"{teacher or '-'} | "
-        f"{r['final']['minutes']:.0f} | {r['final']['val_bits_per_base']:.3f} |" for r, teacher in zip(runs, teachers,
-                                                                                                   strict=True))
+    runs_table = "\n".join(run_row(run, teacher) for (run, _), teacher in zip(runs, teachers, strict=True))
+    merges = [run for run, _ in runs if run.get("parents")]
+    how = (f"Trained in {len(runs)} runs, each continuing from the weights of the one before (`--init`)"
+           if not merges else
+           f"Made in {len(runs) - len(merges)} runs and {len(merges)} merge{'s' * (len(merges) > 1)}, each run "
+           "continuing from the weights of the run it names (`--init`: the one before it here, unless it starts a "
+           "line of its own), and " + "; ".join(merge_text(run) for run in merges))
     continued = "" if len(runs) == 1 else f"""
-Trained in {len(runs)} runs, each continuing from the weights of the one before (`--init`); the last is
-described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
+{how}; the last is described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
 in-frame stop unlikelihood term (and, "among SNVs", each coding 6-mer's cross-entropy against its stop-making
 SNVs); splice weight: the added cross-entropy of the splice-site 6-mers (and, "per base", of the splice
 dinucleotide bases' marginals; "among rivals", of each splice 6-mer among its rivals); group
@@ -525,14 +529,7 @@ template mix in training: {json.dumps(data_card['template_mix'])}; gene windows 
 
 ## Training
 
-{cfg['steps']} steps of {cfg['batch']} windows, AdamW (lr {cfg['lr']} cosine to {cfg['min_lr']}, warm-up
-{cfg['warmup']}, weight decay {cfg['weight_decay']}), seed {cfg['seed']}. Cross-entropy over the 6-mers, then
-from step {int(cfg['fns_from'] * cfg['steps'])} the mean of cross-entropy and the FNS per-base loss.
-{kl_text({**cfg, 'teacher': teachers[-1]})}
-
-| step | train loss | validation CE / token | bits / base | FNS loss / base |
-|---|---|---|---|---|
-{losses}
+{f"No training of its own: {merge_text(this)}." if "parents" in this else training_text(cfg, teachers[-1], losses)}
 {continued}
 ## Evaluation (held-out test split, {results['test_windows']} windows)
 
@@ -576,6 +573,38 @@ weights.
 """
 
 
+def training_text(cfg: dict, teacher: str | None, losses: str) -> str:
+    """The card's account of a run: its schedule, loss and (`losses`) log."""
+    return f"""{cfg['steps']} steps of {cfg['batch']} windows, AdamW (lr {cfg['lr']} cosine to {cfg['min_lr']}, warm-up
+{cfg['warmup']}, weight decay {cfg['weight_decay']}), seed {cfg['seed']}. Cross-entropy over the 6-mers, then
+from step {int(cfg['fns_from'] * cfg['steps'])} the mean of cross-entropy and the FNS per-base loss.
+{kl_text({**cfg, 'teacher': teacher})}
+
+| step | train loss | validation CE / token | bits / base | FNS loss / base |
+|---|---|---|---|---|
+{losses}"""
+
+
+def run_row(run: dict, teacher: str | None) -> str:
+    """A run's row of the card's runs table (a merge's: its name, "merge" and dashes)."""
+    c = run["config"]
+    if run.get("parents"):
+        return f"| {c['name']} | merge | - | - | - | - | - | - | - | - | - |"
+    return (f"| {c['name']} | {c['steps']} | {c['lr']:g} | {int(c['fns_from'] * c['steps'])} | "
+            f"{c.get('frame_weight') or 0:g} | {stop_weights(c)} | {splice_weights(c)} | "
+            f"{shares_text(c.get('group_weights') or {}) or '-'} | {teacher or '-'} | "
+            f"{run['final']['minutes']:.0f} | {run['final']['val_bits_per_base']:.3f} |")
+
+
+def merge_text(run: dict) -> str:
+    """What a merge averaged, by its parents' run names."""
+    c = run["config"]
+    base, other = (lineage[-1]["config"]["name"] if (lineage := run["parents"][role]) else c[role]
+                   for role in ("base", "other"))
+    return (f"{c['name']} averages the weights of two: (1 - {c['weight']:g}) x {base} + {c['weight']:g} x {other} "
+            "(`merge.py`)")
+
+
 def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Path) -> None:
     pairs = [(target_dir, "carbon-demo", {"role": "target", "draft": "carbon-demo-draft" if draft_dir else None})]
     if draft_dir:
@@ -584,8 +613,7 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
     lineages = {name: training_lineage(source) for source, name, _ in pairs}
     # a draft begun from its target (`--init-layers`) came through the target's runs too: each once
     commands = list(dict.fromkeys(command for name in lineages for command in lineage_commands(lineages[name])))
-    outputs = {name: model_folder(lineage[-1]["config"]["out_root"], lineage[-1]["config"]["name"])
-               for name, lineage in lineages.items()}
+    outputs = {name: output_of(lineage[-1]) for name, lineage in lineages.items()}
     commands.append(f"python -m carbon_app.training.evaluate --target {outputs['carbon-demo']} "
                     + (f"--draft {outputs['carbon-demo-draft']} " if draft_dir else "")
                     + "--previous assets/models/carbon-demo --install assets/models")
@@ -620,11 +648,11 @@ def splice_weights(config: dict) -> str:
     return f"{config.get('splice_weight') or 0:g}" + "".join(f" + {w:g} {form}" for form, w in others.items() if w)
 
 
-def run_teachers(runs: list[dict]) -> list[str | None]:
-    """Each run's teacher as its Regenerate command names it: for a target kept near the model it continued,
-    the run before it's output (the folder the run recorded may since hold the run's own result, installed)."""
-    return [str(model_folder(runs[i - 1]["config"]["out_root"], runs[i - 1]["config"]["name"]))
-            if i and kept_near_start(run["config"]) else run["config"].get("teacher") for i, run in enumerate(runs)]
+def run_teachers(runs: list[tuple[dict, str | None]]) -> list[str | None]:
+    """Each run's teacher as its Regenerate command names it (`runs_in_order`'s pairs): for a target kept
+    near the model it continued, that model's folder as the commands make it (the folder the run recorded
+    may since hold the run's own result, installed)."""
+    return [previous if kept_near_start(run["config"]) else run["config"].get("teacher") for run, previous in runs]
 
 
 def kl_text(cfg: dict) -> str:
@@ -636,16 +664,48 @@ def kl_text(cfg: dict) -> str:
     return f"Kept near {cfg['teacher']} by the KL divergence from it (weight {cfg['distill_weight']})."
 
 
-def lineage_commands(lineage: list[dict]) -> list[str]:
-    """The training commands of a model's runs in order, each continuing from the one before's output."""
-    commands, previous = [], None
+def runs_in_order(lineage: list[dict]) -> list[tuple[dict, str | None]]:
+    """Each run of a lineage, oldest first, with the folder it continued from as the commands make it (None
+    for a run from scratch or a merge); a merge comes after both its parents' runs, those they share once."""
+    ordered: list[tuple[dict, str | None]] = []
+    previous = None
     for run in lineage:
+        if parents := run.get("parents"):
+            for parent in parents.values():
+                ordered += [item for item in runs_in_order(parent)
+                            if all(item[0]["config"] != seen["config"] for seen, _ in ordered)]
+            ordered.append((run, None))
+        else:
+            ordered.append((run, previous))
+        previous = output_of(run)
+    return ordered
+
+
+def lineage_commands(lineage: list[dict]) -> list[str]:
+    """The commands that made a model, in order: each run's from the output of the one it continued, each
+    merge's from its two parents' outputs."""
+    commands = []
+    for run, previous in runs_in_order(lineage):
         if rows := run.get("target_rows"):
             commands.append(f"python -m carbon_app.training.draft_data --teacher {rows['teacher']} "
                             f"--data {rows['source']} --out {run['config']['data']} --rows {rows['rows']}")
-        commands.append(train_command(run["config"], previous))
-        previous = str(model_folder(run["config"]["out_root"], run["config"]["name"]))
+        if run.get("parents"):
+            commands.append(merge_command(run["config"], parent_folder(run, "base"), parent_folder(run, "other")))
+        else:
+            commands.append(train_command(run["config"], previous))
     return commands
+
+
+def output_of(run: dict) -> str:
+    """The folder a run (or merge) of a lineage saved its model to."""
+    return str(model_folder(run["config"]["out_root"], run["config"]["name"]))
+
+
+def parent_folder(merge: dict, role: str) -> str:
+    """A merge's "base" or "other" as the commands make it: its last run's output (the folder it named when
+    that model has no training record)."""
+    lineage = merge["parents"][role]
+    return output_of(lineage[-1]) if lineage else merge["config"][role]
 
 
 def saved_results(path: Path, parser: argparse.ArgumentParser) -> dict:

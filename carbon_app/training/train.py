@@ -590,6 +590,8 @@ def training_lineage(model_dir: str | Path | None) -> list[dict]:
         run = {"config": training["config"], "final": training["log"][-1] if training["log"] else None}
         if "target_rows" in training.get("data_card", {}):  # its data was written by a target (draft_data)
             run["target_rows"] = training["data_card"]["target_rows"]
+        if "parents" in training:  # a merge (merge.py): the lineages of the two models it averaged
+            run["parents"] = training["parents"]
         lineage.insert(0, run)
         if "lineage" in training:
             return training["lineage"] + lineage
