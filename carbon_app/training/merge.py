@@ -65,10 +65,10 @@ def merge(base: Path, other: Path, weight: float, name: str, out_root: str = "ru
     """Write the averaged model to `runs/<name>/model` (under `out_root`) and return that folder."""
     if problem := mismatch(base, other):
         raise InputError(problem)
-    weights = averaged(load_file(base / WEIGHTS), load_file(other / WEIGHTS), weight)
     out = model_folder(out_root, name)
-    if out.resolve() in (base.resolve(), other.resolve()):
+    if out.resolve() in (base.resolve(), other.resolve()):  # before any weights are read: a refusal costs nothing
         raise InputError(f"--name {name}: {out} is one of the models being averaged")
+    weights = averaged(load_file(base / WEIGHTS), load_file(other / WEIGHTS), weight)
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(base, out, ignore=shutil.ignore_patterns(WEIGHTS, "training.json", "eval.json", "README.md",
                                                                 "carbon_role.json"))
