@@ -35,6 +35,7 @@ from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
 from carbon_app.training.train import (
     UNKNOWN_BEFORE,
     bases_before,
+    control_tokens,
     holds_stop,
     marked_bases,
     single_substitutions,
@@ -504,6 +505,16 @@ def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_o
     assert splice_contrast_loss(uniform, kmer, one_base).item() == pytest.approx(math.log(4))
 
 
+def test_each_splice_site_token_gets_the_ordinary_token_half_the_batch_away_as_its_control():
+    at_site = torch.zeros(10, dtype=torch.bool)
+    at_site[[1, 4, 6, 8]] = True
+    controls, controlled = control_tokens(at_site)
+    assert controls.tolist() == [9, 3]  # 1 -> 6 and 6 -> 1 (sites: no control), 4 -> 9, 8 -> 3 (wrapped round)
+    assert controlled.tolist() == [False, True, False, True]
+    assert not at_site[controls].any()
+    assert control_tokens(torch.zeros(4, dtype=torch.bool))[0].numel() == 0
+
+
 def test_markov_baseline_learns_what_it_saw():
     period = np.array([0, 1, 2, 3, 3, 2, 1, 0, 2, 2] * 60)
     markov = MarkovModel(period[None, :], max_order=4)
@@ -564,7 +575,7 @@ def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_
 
     from carbon_app.training import train as train_module
     from carbon_app.training.evaluate import lineage_commands
-    from carbon_app.training.train import PRESETS, TrainConfig, first_layers, train, training_lineage
+    from carbon_app.training.train import PRESETS, TrainConfig, first_layers, train, training_lineage, with_layers
 
     data, tokenizer = _tiny_training_data(tmp_path)
     target_dir = train(TrainConfig(name="target", data=str(data), out_root=str(tmp_path / "runs"), hidden=32,
@@ -577,9 +588,10 @@ def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_
         wanted = target.lm_head(target.model.norm(after_two))
         cut = first_layers(LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval(), 2)
         torch.testing.assert_close(cut(ids).logits, wanted)
-    for keep in (0, 3):
-        with pytest.raises(SystemExit, match=f"--init-layers {keep}: the --init model has 3 decoder layers"):
-            first_layers(LlamaForCausalLM.from_pretrained(target_dir), keep)
+    for keep in (0, 3, 7):
+        with pytest.raises(SystemExit, match=f"--init-layers {keep}: the --init model has 3 decoder layers; "
+                                             "keep 1 to 2 of them, or grow them to 4-6"):
+            with_layers(LlamaForCausalLM.from_pretrained(target_dir), keep)
 
     cfg = replace(replace(TrainConfig(), **PRESETS["draft"]), name="draft", data=str(data),
                   out_root=str(tmp_path / "runs"), init=str(target_dir), init_layers=1, teacher=str(target_dir),
@@ -596,6 +608,65 @@ def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
     train_module.main(shlex.split(command)[3:] + ["--out-root", str(tmp_path / "runs")])
     assert (seen[0].init, seen[0].init_layers, seen[0].teacher) == (str(target_dir), 1, str(target_dir))
+
+
+def test_a_target_grown_by_block_expansion_starts_computing_what_it_did_and_trains_its_new_layers(tmp_path):
+    """`--init-layers` above the model's own count: copies of evenly spread layers, each after its original,
+    whose output projections are zero; the logits are the model's own to the last bit, the new layers train
+    (their projections move from zero), the run records its real shape, and a KV cache reads the grown
+    model as the full forward pass does."""
+    from safetensors.torch import load_file
+    from transformers import LlamaForCausalLM
+
+    from carbon_app.training.evaluate import lineage_commands
+    from carbon_app.training.train import TrainConfig, train, training_lineage, with_layers
+
+    data, tokenizer = _tiny_training_data(tmp_path)
+    runs = str(tmp_path / "runs")
+    target_dir = train(TrainConfig(name="target", data=str(data), out_root=runs, hidden=32, layers=3, heads=2,
+                                   kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2, compile=False))
+    target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    grown = with_layers(LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval(), 5)
+    assert len(grown.model.layers) == grown.config.num_hidden_layers == 5
+    assert [layer.self_attn.layer_idx for layer in grown.model.layers] == [0, 1, 2, 3, 4]
+    # layers 1 and 2 are copied (after themselves): 0, 1, 1', 2, 2'
+    for at, copy_of in ((2, 1), (4, 2)):
+        copied, original = grown.model.layers[at], target.model.layers[copy_of]
+        assert torch.equal(copied.self_attn.q_proj.weight, original.self_attn.q_proj.weight)
+        assert not copied.mlp.down_proj.weight.any() and not copied.self_attn.o_proj.weight.any()
+    ids = torch.tensor([tokenizer.encode("<dna>" + random_dna(60, 3))])
+    with torch.no_grad():
+        assert torch.equal(grown(ids).logits, target(ids).logits)
+        cached = grown(ids[:, :-1], use_cache=True)
+        last = grown(ids[:, -1:], past_key_values=cached.past_key_values).logits[0, -1]
+        torch.testing.assert_close(last, target(ids).logits[0, -1])
+
+    grown_dir = train(TrainConfig(name="grown", data=str(data), out_root=runs, init=str(target_dir), init_layers=5,
+                                  teacher=str(target_dir), distill_weight=0.5, steps=2, batch=2, warmup=1,
+                                  eval_every=2, compile=False))
+    saved = LlamaForCausalLM.from_pretrained(grown_dir)
+    assert saved.config.num_hidden_layers == 5 and saved.model.layers[4].mlp.down_proj.weight.any()
+    assert training_lineage(grown_dir)[-1]["config"]["layers"] == 5
+    # the new layers alone trained: every weight the model had is as it was, to the bit (in float16, as saved)
+    only_dir = train(TrainConfig(name="grown-only", data=str(data), out_root=runs, init=str(target_dir),
+                                 init_layers=5, new_layers_only=True, teacher=str(target_dir), distill_weight=0.5,
+                                 steps=2, batch=2, warmup=1, eval_every=2, compile=False))
+    only, before = load_file(only_dir / "model.safetensors"), load_file(target_dir / "model.safetensors")
+    renamed = {0: 0, 1: 1, 2: 3}  # the old layers' places in the grown stack
+    for name, tensor in before.items():
+        grown_name = name
+        if ".layers." in name:
+            at = int(name.split(".")[2])
+            grown_name = name.replace(f".layers.{at}.", f".layers.{renamed[at]}.")
+        assert torch.equal(only[grown_name], tensor), name
+    assert only["model.layers.4.mlp.down_proj.weight"].any() and only["model.layers.2.self_attn.o_proj.weight"].any()
+    assert "--init-layers 5 --new-layers-only" in lineage_commands(training_lineage(only_dir))[-1]
+    for more, message in ((dict(init=str(target_dir)), "give more than the 3 layers"),
+                          (dict(init=str(target_dir), init_layers=3), "give more than the 3 layers"),
+                          (dict(), "to an --init model: name one")):
+        with pytest.raises(SystemExit, match=message):
+            train(TrainConfig(name="bad", data=str(data), out_root=runs, new_layers_only=True, steps=2, batch=2,
+                              warmup=1, eval_every=2, compile=False, **more))
 
 
 def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a_draft(tmp_path, monkeypatch,
@@ -710,10 +781,18 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert any(not torch.equal(contrast[k], spliced_plain[k]) for k in plain)
     log = json.loads((contrast_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_splice_contrast"] < math.log(16) < log[-1]["train_splice"]
+    assert log[-1]["train_splice_control"] > 0  # read and logged at weight 0 too, as every term is
+    # with controls: the same contrast at ordinary tokens too, a term of its own that moves the weights
+    control_dir = train(replace(cfg, name="spliced-control", splice_contrast_weight=1.0, splice_control_weight=1.0,
+                                batch=16))
+    assert any(not torch.equal(load_file(control_dir / "model.safetensors")[k], contrast[k]) for k in plain)
+    log = json.loads((control_dir / "training.json").read_text())["log"]
+    assert 0 < log[-1]["train_splice_control"] != log[-1]["train_splice_contrast"]
     card_text = (data / "data_card.json").read_text()
     (data / "data_card.json").write_text(card_text.replace('"splice_marks"', '"older_marks"'))
     for field, flag in (("splice_base_weight", "--splice-base-weight"),
-                        ("splice_contrast_weight", "--splice-contrast-weight")):
+                        ("splice_contrast_weight", "--splice-contrast-weight"),
+                        ("splice_control_weight", "--splice-control-weight")):
         with pytest.raises(SystemExit, match=f"{flag} needs .*each splice base"):
             train(replace(cfg, name="old-marks", **{field: 1.0}))
     (data / "data_card.json").write_text(card_text.replace('"frame_labels"', '"older_labels"'))
@@ -1021,3 +1100,5 @@ def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with()
     assert stop_weights({}) == "0"  # an older record, before the stop terms
     assert splice_weights({"splice_contrast_weight": 1.0, "splice_base_weight": 0.5}) == (
         "0 + 0.5 per base + 1 among rivals")
+    assert splice_weights({"splice_contrast_weight": 1.0, "splice_control_weight": 1.0}) == (
+        "0 + 1 among rivals + 1 at controls")

@@ -482,7 +482,8 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
 {how}; the last is described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
 in-frame stop unlikelihood term (and, "among SNVs", each coding 6-mer's cross-entropy against its stop-making
 SNVs); splice weight: the added cross-entropy of the splice-site 6-mers (and, "per base", of the splice
-dinucleotide bases' marginals; "among rivals", of each splice 6-mer among its rivals); group
+dinucleotide bases' marginals; "among rivals", of each splice 6-mer among its rivals; "at controls", the same
+at an ordinary token for each site); group
 weights: how many times as often a group's windows were drawn (`train --help`).
 
 | run | steps | peak lr | FNS from | frame weight | stop weight | splice weight | group weights | teacher | minutes \
@@ -641,10 +642,11 @@ def stop_weights(config: dict) -> str:
 
 
 def splice_weights(config: dict) -> str:
-    """A run's splice terms as its card's runs table gives them: the 6-mer weight, then any per-base or
-    among-rivals one."""
+    """A run's splice terms as its card's runs table gives them: the 6-mer weight, then any per-base,
+    among-rivals or at-controls one."""
     others = {"per base": config.get("splice_base_weight") or 0,
-              "among rivals": config.get("splice_contrast_weight") or 0}
+              "among rivals": config.get("splice_contrast_weight") or 0,
+              "at controls": config.get("splice_control_weight") or 0}
     return f"{config.get('splice_weight') or 0:g}" + "".join(f" + {w:g} {form}" for form, w in others.items() if w)
 
 

@@ -36,7 +36,11 @@ for stop codons, at coding tokens: each true 6-mer's cross-entropy among
 itself and those of its single-base substitutions that would put a stop codon
 in the labelled frame, the comparison a stop-gain variant's score makes
 (-log(1 - p) over all 4,096 fades as p does; this one stays as sharp as the
-ratio of the two). All six read
+ratio of the two). With `--splice-control-weight`, the splice contrast again
+at an ordinary token for each site token (the token half the batch away),
+its rivals varying the same bases: the true bases where no site is, against
+the liking for GT and AG that the splice terms teach wherever the model
+cannot tell a site from its surroundings. All seven read
 the annotation of the training genes only; the probe is training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
@@ -53,6 +57,7 @@ import json
 import math
 import shutil
 import time
+from copy import deepcopy
 from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -81,7 +86,7 @@ from .data import (
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
-             "splice_contrast_weight", "group_weights", "distill_weight")
+             "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -118,7 +123,8 @@ class TrainConfig:
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
     bf16_autocast: bool | None = None  # matrix products in bf16, losses fp32; None: where the hardware has bf16
     init: str | None = None  # a model directory to start from (continued training) instead of random weights
-    init_layers: int | None = None  # with `init`: keep only its first N decoder layers (a draft begun from its target)
+    init_layers: int | None = None  # with `init`: its first N decoder layers (a draft), or grown to N (more capacity)
+    new_layers_only: bool = False  # with `init_layers` growing it: train the new layers alone, the rest frozen
     compile: bool = True  # torch.compile the decoder: fused element-wise kernels, ~1.6x faster steps on a CPU
     minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
     frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
@@ -127,6 +133,7 @@ class TrainConfig:
     splice_weight: float = 0.0  # weight of the splice-site 6-mers' cross-entropy added to the loss (0: none)
     splice_base_weight: float = 0.0  # weight of the splice dinucleotide bases' FNS cross-entropy (0: none)
     splice_contrast_weight: float = 0.0  # weight of the splice 6-mers' cross-entropy among their rivals (0: none)
+    splice_control_weight: float = 0.0  # the same contrast at as many ordinary tokens, with the sites' patterns
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
 
     @property
@@ -157,13 +164,53 @@ def first_layers(model, n: int):
     """`model` cut to its first `n` decoder layers, its embeddings, final norm and head kept: a draft begun
     from its target's early layers (an early exit). Before any training, 2 of the 8 layers of the demo target
     agree with its greedy 6-mer 52% of the time (random weights agree by chance only); distillation starts there."""
-    layers = model.model.layers
-    if not 0 < n < len(layers):
-        raise SystemExit(f"--init-layers {n}: the --init model has {len(layers)} decoder layers; keep 1 to "
-                         f"{len(layers) - 1} of them")
-    model.model.layers = torch.nn.ModuleList(layers[:n])
+    model.model.layers = torch.nn.ModuleList(model.model.layers[:n])
     model.config.num_hidden_layers = n
     return model
+
+
+def expanded_layers(model, n: int):
+    """`model` grown to `n` decoder layers by block expansion: `n - L` of its L layers, evenly spread, each
+    followed by a copy of itself whose attention and MLP output projections are zero, so that the copy adds
+    nothing to the residual stream and the grown model computes exactly what `model` did. Training moves the
+    copies from there: more capacity that starts from what the model knows, not from random weights."""
+    layers = list(model.model.layers)
+    copied = copied_layers(len(layers), n)
+    grown = []
+    for i, layer in enumerate(layers):
+        grown.append(layer)
+        if i in copied:
+            copy = deepcopy(layer)
+            for projection in (copy.self_attn.o_proj, copy.mlp.down_proj):
+                torch.nn.init.zeros_(projection.weight)
+            grown.append(copy)
+    for i, layer in enumerate(grown):
+        layer.self_attn.layer_idx = i  # each layer's place in a KV cache
+    model.model.layers = torch.nn.ModuleList(grown)
+    model.config.num_hidden_layers = n
+    return model
+
+
+def copied_layers(have: int, n: int) -> list[int]:
+    """Which of `have` layers block expansion to `n` copies: `n - have` of them, evenly spread (of 8 grown to
+    12: the 2nd, 4th, 6th and 8th)."""
+    extra = n - have
+    return sorted({round((i + 1) * have / extra) - 1 for i in range(extra)})
+
+
+def new_layers(have: int, n: int) -> list[int]:
+    """Where the copies stand in the grown stack of `n` layers (each right after the layer it copies)."""
+    return [at + 1 + before for before, at in enumerate(copied_layers(have, n))]
+
+
+def with_layers(model, n: int):
+    """The --init model with `n` decoder layers: its first n where n is fewer (a draft begun from its target),
+    grown by block expansion where n is more (at most twice as many: each layer copied once)."""
+    have = len(model.model.layers)
+    if not 0 < n <= 2 * have or n == have:
+        raise SystemExit(f"--init-layers {n}: the --init model has {have} decoder layers; keep 1 to {have - 1} "
+                         f"of them, or grow them to {have + 1}-{2 * have}")
+    return first_layers(model, n) if n < have else expanded_layers(model, n)
 
 
 def shape_of(config) -> dict:
@@ -195,7 +242,8 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 
 # the terms added to the loss, each at its own weight: the term (a Losses field) -> its TrainConfig weight
 ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight", "splice": "splice_weight",
-               "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight"}
+               "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight",
+               "splice_control": "splice_control_weight"}
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
 STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
@@ -324,6 +372,16 @@ def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, varied: tor
     return -(true - logprobs.masked_fill(~rivals, -math.inf).logsumexp(-1)).mean()
 
 
+def control_tokens(at_site: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A control for each splice-site token of a batch's flattened tokens: the token half the batch away
+    (another row, drawn apart from the site's), kept where it is no site itself. Returns (the controls'
+    indices, which sites have one). No random draw: the batch's rows are drawn at random already."""
+    sites = at_site.nonzero().squeeze(-1)
+    controls = (sites + len(at_site) // 2) % len(at_site)
+    ordinary = ~at_site[controls]
+    return controls[ordinary], ordinary
+
+
 class Losses(NamedTuple):
     """One batch's loss terms (each 0 where the batch or the run has nothing for it; fns NaN before its stage)."""
     ce: torch.Tensor
@@ -335,6 +393,7 @@ class Losses(NamedTuple):
     splice: torch.Tensor
     splice_bases: torch.Tensor
     splice_contrast: torch.Tensor
+    splice_control: torch.Tensor
 
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
@@ -373,7 +432,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         before = bases_before(inputs[keep] - kmer_start, frames[:, :-1][keep], labels, n_kmers)
         stop = stop_loss(logprobs, kmer, labels, before, stops)
         stop_contrast = stop_contrast_loss(logprobs, kmer, labels, before, stops)
-    splice = splice_bases = splice_contrast = torch.zeros((), device=rows.device)
+    splice = splice_bases = splice_contrast = splice_control = torch.zeros((), device=rows.device)
     if splice_sites is not None:
         marks = splice_sites[:, 1:][keep]
         at_site = marks != 0
@@ -385,7 +444,10 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
                           else true_base_logprobs(logprobs[at_site], kmer[at_site], k))
             splice_bases = -site_bases[is_site_base].mean()
             splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], is_site_base)
-    return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast)
+            controls, controlled = control_tokens(at_site)
+            if controlled.any():
+                splice_control = splice_contrast_loss(logprobs[controls], kmer[controls], is_site_base[controlled])
+    return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast, splice_control)
 
 
 def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
@@ -448,7 +510,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if any(stop_terms.values()):
         stops = stop_table(tokenizer.k).to(cfg.device)
     splice_sites = None
-    per_base = {"--splice-base-weight": cfg.splice_base_weight, "--splice-contrast-weight": cfg.splice_contrast_weight}
+    per_base = {"--splice-base-weight": cfg.splice_base_weight, "--splice-contrast-weight": cfg.splice_contrast_weight,
+                "--splice-control-weight": cfg.splice_control_weight}
     if cfg.splice_weight or any(per_base.values()):
         flag = "--splice-weight" if cfg.splice_weight else next(flag for flag, w in per_base.items() if w)
         if not (data / "train_splice.npy").exists():
@@ -459,10 +522,20 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                              "rebuild the data with this version")
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
+    if cfg.new_layers_only and not cfg.init:
+        raise SystemExit("--new-layers-only trains the layers --init-layers adds to an --init model: name one")
     if cfg.init:
         model = LlamaForCausalLM.from_pretrained(cfg.init, dtype=torch.float32)
+        have = model.config.num_hidden_layers
+        if cfg.new_layers_only and not (cfg.init_layers or 0) > have:
+            raise SystemExit(f"--new-layers-only trains the layers --init-layers adds: give more than the {have} "
+                             "layers the --init model has")
         if cfg.init_layers:
-            model = first_layers(model, cfg.init_layers)
+            model = with_layers(model, cfg.init_layers)
+        if cfg.new_layers_only:
+            model.requires_grad_(False)
+            for at in new_layers(have, cfg.init_layers):
+                model.model.layers[at].requires_grad_(True)
         cfg = replace(cfg, **shape_of(model.config))  # the record says the shape trained, not the preset's
     else:
         model = build_model(cfg, dna_config.min_vocab_size, text.pad_token_id)
@@ -474,7 +547,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         model.model.compile()
         if teacher is not None:
             teacher.model.compile()
-    trained = list(model.parameters())
+    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
     if cfg.frame_weight:
         torch.manual_seed(cfg.seed)
         probe = torch.nn.Linear(model.config.hidden_size, FRAME_CLASSES).to(cfg.device)
@@ -494,7 +567,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         torch.set_rng_state(state["rng"])
         print(f"resumed at step {step}")
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters, {len(rows):,} windows, "
+    frozen = n_params - sum(p.numel() for p in model.parameters() if p.requires_grad)
+    print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters" + (f" ({frozen / 1e6:.2f}M frozen)" if frozen else "")
+          + f", {len(rows):,} windows, "
           f"{cfg.steps} steps of {cfg.batch} x {rows.shape[1] - 1} tokens", flush=True)
     draw = batch_sampler(cfg, data, len(rows))
     began = time.perf_counter()
@@ -537,7 +612,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
                   f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {terms.stop.item():.4f}"
                   f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice.item():.4f}"
-                  f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals  "
+                  f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals"
+                  f"/{terms.splice_control.item():.4f} at controls  "
                   f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -552,6 +628,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_splice": terms.splice.item() if splice_sites is not None else None,
                      "train_splice_bases": terms.splice_bases.item() if splice_sites is not None else None,
                      "train_splice_contrast": terms.splice_contrast.item() if splice_sites is not None else None,
+                     "train_splice_control": terms.splice_control.item() if splice_sites is not None else None,
                      "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
@@ -620,11 +697,14 @@ def train_command(config: dict, init: str | None) -> str:
     preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "data", "init", "init_layers", "teacher", "steps", "lr", "fns_from", *SHAPE, *OBJECTIVE):
+    for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "steps", "lr", "fns_from",
+                *SHAPE, *OBJECTIVE):
         value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
-        if value is not None and value != defaults[key]:
+        if value is True:  # a switch
+            words.append(f"--{key.replace('_', '-')}")
+        elif value is not None and value != defaults[key]:
             words.append(f"--{key.replace('_', '-')} " + (f"{value:g}" if isinstance(value, float) else str(value)))
     return " ".join(words)
 
@@ -654,8 +734,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--init", help="start from this model directory's weights (continued training)")
     parser.add_argument("--init-layers", type=argument_type(lambda text: whole_number(text, "--init-layers", 1)),
-                        help="keep only the --init model's first N decoder layers (its embeddings and head too): "
-                             "a draft begun from its target")
+                        help="the --init model with N decoder layers (its embeddings and head kept): fewer keep "
+                             "its first N (a draft begun from its target); more grow it by block expansion, layers "
+                             "copied with their output projections zeroed, so that it starts computing what it did")
+    parser.add_argument("--new-layers-only", action="store_true", default=None,
+                        help="with --init-layers growing the --init model: train the new layers alone, every "
+                             "weight it had frozen, so that what it knew stays as it was (block expansion)")
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
     parser.add_argument("--lr", type=argument_type(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
                         help="peak learning rate")
@@ -709,6 +793,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="weight of the cross-entropy of each splice-site 6-mer among the 6-mers that differ "
                              "from it at its splice dinucleotide's bases only, added to the loss (default 0: "
                              "none); needs data built with train_splice.npy")
+    parser.add_argument("--splice-control-weight",
+                        type=argument_type(lambda text: real_number(text, "--splice-control-weight", 0, 10)),
+                        help="weight of the same among-rivals cross-entropy at an ordinary token for each "
+                             "splice-site 6-mer, the rivals varying the same bases, added to the loss (default 0: "
+                             "none): it asks for the true bases where no site is, against a liking for GT and AG "
+                             "the splice terms teach wherever the model cannot tell a site; needs data built with "
+                             "train_splice.npy")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
@@ -719,9 +810,9 @@ def main(argv: list[str] | None = None) -> None:
                      "share of the loss that keeps it there")
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     if args.init_layers is not None and args.init is None:
-        parser.error("--init-layers cuts the --init model: name one with --init")
-    for key in ("steps", "init", "init_layers", "name", "lr", "warmup", "device", "fns_from", "compile", *SHAPE,
-                "minutes", *OBJECTIVE):
+        parser.error("--init-layers cuts or grows the --init model: name one with --init")
+    for key in ("steps", "init", "init_layers", "new_layers_only", "name", "lr", "warmup", "device", "fns_from",
+                "compile", *SHAPE, "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if args.warmup is not None and args.warmup >= cfg.steps:
