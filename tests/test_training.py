@@ -925,7 +925,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
 
     scratch = run("carbon-demo", None)
     probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
-    stop = run("stop", str(probe), steps=465, lr=6e-4, fns_from=0.0, frame_weight=0.3, stop_weight=2.0,
+    stop = run("stop", str(probe), steps=465, lr=6e-4, warmup=20, fns_from=0.0, frame_weight=0.3, stop_weight=2.0,
                group_weights={"mammal": 3.0, "vertebrate": 0.5})
     kept = run("kept", str(stop), steps=300, lr=6e-4, fns_from=0.0, splice_weight=0.5, teacher=str(stop),
                distill_weight=0.5)  # a target kept near the model it continues
@@ -938,7 +938,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
     commands = lineage_commands(lineage) + lineage_commands(training_lineage(draft))
     assert commands[0] == "python -m carbon_app.training.train --preset target"  # the preset as it stands
-    assert commands[2].endswith("--name stop --init " + str(probe) + " --steps 465 --lr 0.0006 --fns-from 0 "
+    assert commands[2].endswith(f"--name stop --init {probe} --steps 465 --lr 0.0006 --warmup 20 --fns-from 0 "
                                 "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
     assert commands[3] == (f"python -m carbon_app.training.train --preset target --name kept --init {stop} "
                            f"--teacher {stop} --steps 300 --lr 0.0006 --fns-from 0 --splice-weight 0.5 "
@@ -957,7 +957,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
         train_module.main(words[3:] + ["--out-root", str(tmp_path)])
     for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
         wanted = run_record["config"]
-        for key in ("name", "steps", "lr", "fns_from", "frame_weight", "stop_weight", "splice_weight",
+        for key in ("name", "steps", "lr", "warmup", "fns_from", "frame_weight", "stop_weight", "splice_weight",
                     "group_weights", "teacher", "distill_weight", "hidden", "layers", "heads", "kv_heads"):
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
     assert [cfg.init for cfg in seen[:4]] == [None, str(scratch), str(probe), str(stop)]  # each from the one before

@@ -567,7 +567,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         torch.set_rng_state(state["rng"])
         print(f"resumed at step {step}")
     n_params = sum(p.numel() for p in model.parameters())
-    frozen = n_params - sum(p.numel() for p in model.parameters() if p.requires_grad)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters" + (f" ({frozen / 1e6:.2f}M frozen)" if frozen else "")
           + f", {len(rows):,} windows, "
           f"{cfg.steps} steps of {cfg.batch} x {rows.shape[1] - 1} tokens", flush=True)
@@ -697,8 +697,8 @@ def train_command(config: dict, init: str | None) -> str:
     preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "steps", "lr", "fns_from",
-                *SHAPE, *OBJECTIVE):
+    for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "steps", "lr", "warmup",
+                "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
