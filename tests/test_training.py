@@ -515,6 +515,34 @@ def test_each_splice_site_token_gets_the_ordinary_token_half_the_batch_away_as_i
     assert control_tokens(torch.zeros(4, dtype=torch.bool))[0].numel() == 0
 
 
+def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
+    from carbon_app.training.train import TrainConfig, build_model, kmer_losses
+
+    cfg = TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
+    student, teacher = build_model(cfg, 4124, 0), build_model(replace(cfg, seed=1), 4124, 0)
+    with torch.no_grad():
+        teacher.model.norm.weight.mul_(40.0)  # sharp guesses that differ token by token (a random model's are flat)
+    rows = torch.randint(20, 20 + 4096, (2, 9), generator=torch.Generator().manual_seed(1))
+    frames = torch.full((2, 9), demo_data.NOT_CODING)
+    frames[0, 3:7] = torch.tensor([0, 0, 1, 1])  # four coding tokens: the targets at 2, 3, 4 and 5 of row 0
+    frames[1, 5] = demo_data.ANTISENSE + 2  # and one of a gene on the other strand
+    frames[1, 7] = demo_data.FRAME_UNKNOWN
+    terms = kmer_losses(student, rows, 20, 4096, teacher=teacher, frames=frames)
+    with torch.no_grad():
+        own = student(input_ids=rows[:, :-1]).logits[..., 20:4116].log_softmax(-1)
+        taught = teacher(input_ids=rows[:, :-1]).logits[..., 20:4116].log_softmax(-1)
+    per_token = (taught.exp() * (taught - own)).sum(-1)
+    coding = torch.zeros(2, 8, dtype=torch.bool)
+    coding[0, 2:6] = coding[1, 4] = True
+    assert terms.coding_kl.item() == pytest.approx(per_token[coding].mean().item(), rel=1e-4)
+    assert terms.kl.item() == pytest.approx(per_token.mean().item(), rel=1e-4)  # every token, as before
+    assert terms.coding_kl.item() != pytest.approx(terms.kl.item(), rel=1e-2)
+    assert kmer_losses(student, rows, 20, 4096, teacher=student, frames=frames).coding_kl.item() == pytest.approx(
+        0, abs=1e-6)
+    no_genes = kmer_losses(student, rows, 20, 4096, teacher=teacher, frames=torch.full((2, 9), demo_data.NOT_CODING))
+    assert no_genes.coding_kl.item() == 0 and no_genes.kl.item() == pytest.approx(terms.kl.item())
+
+
 def test_markov_baseline_learns_what_it_saw():
     period = np.array([0, 1, 2, 3, 3, 2, 1, 0, 2, 2] * 60)
     markov = MarkovModel(period[None, :], max_order=4)
@@ -842,7 +870,10 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--lr", "inf", "--lr must be above 0 and at most 1, not inf"),
                                  ("--fns-from", "1.5", "--fns-from must be between 0 and 1, not 1.5"),
                                  ("--distill-weight", "0.9", "a target's --teacher and --distill-weight go together"),
-                                 ("--teacher", "runs/x", "a target's --teacher and --distill-weight go together")):
+                                 ("--teacher", "runs/x", "a target's --teacher and --distill-weight go together"),
+                                 ("--coding-distill-weight", "1", "--coding-distill-weight holds the coding tokens "
+                                                                  "near a teacher: name it with --teacher"),
+                                 ("--coding-distill-weight", "-1", "--coding-distill-weight must be between 0 and 10")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
@@ -967,6 +998,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert kl_text(lineage[-1]["config"]) == f"Kept near {stop} by the KL divergence from it (weight 0.5)."
     assert kl_text(training_lineage(draft)[0]["config"]) == "Distilled from carbon-demo (KL weight 0.9)."
     assert kl_text(lineage[0]["config"]) == ""
+    assert kl_text({**lineage[-1]["config"], "coding_distill_weight": 3.0}) == (
+        f"Kept near {stop} by the KL divergence from it (weight 0.5), and at its coding tokens again (weight 3.0).")
 
     record = json.loads((stop / "training.json").read_text())
     record["lineage"] = training_lineage(probe)

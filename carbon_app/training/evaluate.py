@@ -663,7 +663,9 @@ def kl_text(cfg: dict) -> str:
         return ""
     if run_preset(cfg) == "draft":
         return f"Distilled from carbon-demo (KL weight {cfg['distill_weight']})."
-    return f"Kept near {cfg['teacher']} by the KL divergence from it (weight {cfg['distill_weight']})."
+    coding = (f", and at its coding tokens again (weight {cfg['coding_distill_weight']})"
+              if cfg.get("coding_distill_weight") else "")
+    return f"Kept near {cfg['teacher']} by the KL divergence from it (weight {cfg['distill_weight']}){coding}."
 
 
 def runs_in_order(lineage: list[dict]) -> list[tuple[dict, str | None]]:

@@ -40,7 +40,10 @@ ratio of the two). With `--splice-control-weight`, the splice contrast again
 at an ordinary token for each site token (the token half the batch away),
 its rivals varying the same bases: the true bases where no site is, against
 the liking for GT and AG that the splice terms teach wherever the model
-cannot tell a site from its surroundings. All seven read
+cannot tell a site from its surroundings. With `--coding-distill-weight`
+(beside a `--teacher`), the KL divergence from the teacher is taken again at
+the coding tokens alone: what a stop-gain's score reads held near the model
+the run began from, while the splice terms move the rest. All eight read
 the annotation of the training genes only; the probe is training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
@@ -86,7 +89,8 @@ from .data import (
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
-             "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight")
+             "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
+             "coding_distill_weight")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -118,6 +122,9 @@ class TrainConfig:
     # something new (the KL divergence from it, at `distill_weight`, holds the rest of its predictions in place)
     teacher: str | None = None
     distill_weight: float = 0.0
+    # the KL divergence from the teacher again at the coding tokens alone, added with this weight: what a
+    # stop-gain's score reads held in place while the rest (the introns' splice sites) may move
+    coding_distill_weight: float = 0.0
     seed: int = 0
     eval_every: int = 200
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
@@ -243,7 +250,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 # the terms added to the loss, each at its own weight: the term (a Losses field) -> its TrainConfig weight
 ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight", "splice": "splice_weight",
                "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight",
-               "splice_control": "splice_control_weight"}
+               "splice_control": "splice_control_weight", "coding_kl": "coding_distill_weight"}
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
 STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
@@ -394,6 +401,7 @@ class Losses(NamedTuple):
     splice_bases: torch.Tensor
     splice_contrast: torch.Tensor
     splice_control: torch.Tensor
+    coding_kl: torch.Tensor
 
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
@@ -419,13 +427,18 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         fns = -true_bases.mean()
     else:  # before its stage FNS is neither trained nor worth its cost on every step
         fns = torch.full((), float("nan"), device=rows.device)
-    kl = torch.zeros((), device=rows.device)
+    kl = coding_kl = torch.zeros((), device=rows.device)
     if teacher is not None:
         with torch.no_grad():
             t_hidden = teacher.model(input_ids=inputs).last_hidden_state[keep]
             t_head = teacher.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
             t_logprobs = torch.log_softmax((t_hidden @ t_head.T).float(), dim=-1)
-        kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="batchmean")
+        token_kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="none").sum(-1)
+        kl = token_kl.mean()
+        if frames is not None:
+            coding = is_coding(frames[:, 1:][keep])
+            if coding.any():
+                coding_kl = token_kl[coding].mean()
     stop = stop_contrast = torch.zeros((), device=rows.device)
     if stops is not None:
         labels = frames[:, 1:][keep]
@@ -447,7 +460,8 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             controls, controlled = control_tokens(at_site)
             if controlled.any():
                 splice_control = splice_contrast_loss(logprobs[controls], kmer[controls], is_site_base[controlled])
-    return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast, splice_control)
+    return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast, splice_control,
+                  coding_kl)
 
 
 def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
@@ -497,8 +511,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     card = json.loads((data / "data_card.json").read_text())
     frames = probe = stops = None
     stop_terms = {"--stop-weight": cfg.stop_weight, "--stop-contrast-weight": cfg.stop_contrast_weight}
-    if cfg.frame_weight or any(stop_terms.values()):
-        flag = "--frame-weight" if cfg.frame_weight else next(flag for flag, w in stop_terms.items() if w)
+    framed_terms = {"--frame-weight": cfg.frame_weight, **stop_terms,
+                    "--coding-distill-weight": cfg.coding_distill_weight}
+    if any(framed_terms.values()):
+        flag = next(flag for flag, w in framed_terms.items() if w)
         if not (data / "train_frames.npy").exists():
             raise SystemExit(f"{flag} needs {data}/train_frames.npy: rebuild the data with this version")
         if card.get("frame_labels") != FRAME_LABEL_RULE:  # older builds framed 6-mers leaving the CDS
@@ -610,7 +626,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if step % 50 == 0 or step == cfg.steps:
             fns_text = f"{fns.item():.4f}" if with_fns else "(not yet in the loss)"
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
-                  f"kl {kl.item():.4f}  frame {frame.item():.4f}  stop {terms.stop.item():.4f}"
+                  f"kl {kl.item():.4f}/{terms.coding_kl.item():.4f} coding  frame {frame.item():.4f}  "
+                  f"stop {terms.stop.item():.4f}"
                   f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice.item():.4f}"
                   f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals"
                   f"/{terms.splice_control.item():.4f} at controls  "
@@ -629,6 +646,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_splice_bases": terms.splice_bases.item() if splice_sites is not None else None,
                      "train_splice_contrast": terms.splice_contrast.item() if splice_sites is not None else None,
                      "train_splice_control": terms.splice_control.item() if splice_sites is not None else None,
+                     "train_coding_kl": terms.coding_kl.item() if cfg.coding_distill_weight else None,
                      "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
@@ -800,6 +818,11 @@ def main(argv: list[str] | None = None) -> None:
                              "none): it asks for the true bases where no site is, against a liking for GT and AG "
                              "the splice terms teach wherever the model cannot tell a site; needs data built with "
                              "train_splice.npy")
+    parser.add_argument("--coding-distill-weight",
+                        type=argument_type(lambda text: real_number(text, "--coding-distill-weight", 0, 10)),
+                        help="weight of the KL divergence from the teacher at the coding tokens alone, added to "
+                             "the loss (default 0: none): it holds what a stop-gain's score reads while the "
+                             "splice terms move the rest; needs --teacher and data built with train_frames.npy")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
@@ -819,6 +842,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--warmup {args.warmup} leaves no steps after the warm-up: --steps is {cfg.steps}")
     if cfg.teacher or args.teacher:
         cfg = replace(cfg, teacher=args.teacher or str(model_folder(args.out_root, "carbon-demo")))
+    if cfg.coding_distill_weight and not cfg.teacher:
+        parser.error("--coding-distill-weight holds the coding tokens near a teacher: name it with --teacher")
     train(cfg, resume=args.resume)
 
 
