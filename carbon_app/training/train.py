@@ -427,6 +427,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         fns = -true_bases.mean()
     else:  # before its stage FNS is neither trained nor worth its cost on every step
         fns = torch.full((), float("nan"), device=rows.device)
+    labels = None if frames is None else frames[:, 1:][keep]  # each k-mer target's frame label
     kl = coding_kl = torch.zeros((), device=rows.device)
     if teacher is not None:
         with torch.no_grad():
@@ -435,13 +436,12 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             t_logprobs = torch.log_softmax((t_hidden @ t_head.T).float(), dim=-1)
         token_kl = F.kl_div(logprobs, t_logprobs, log_target=True, reduction="none").sum(-1)
         kl = token_kl.mean()
-        if frames is not None:
-            coding = is_coding(frames[:, 1:][keep])
+        if labels is not None:
+            coding = is_coding(labels)
             if coding.any():
                 coding_kl = token_kl[coding].mean()
     stop = stop_contrast = torch.zeros((), device=rows.device)
     if stops is not None:
-        labels = frames[:, 1:][keep]
         before = bases_before(inputs[keep] - kmer_start, frames[:, :-1][keep], labels, n_kmers)
         stop = stop_loss(logprobs, kmer, labels, before, stops)
         stop_contrast = stop_contrast_loss(logprobs, kmer, labels, before, stops)
