@@ -873,7 +873,8 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--teacher", "runs/x", "a target's --teacher and --distill-weight go together"),
                                  ("--coding-distill-weight", "1", "--coding-distill-weight holds the coding tokens "
                                                                   "near a teacher: name it with --teacher"),
-                                 ("--coding-distill-weight", "-1", "--coding-distill-weight must be between 0 and 10")):
+                                 ("--coding-distill-weight", "-1", "--coding-distill-weight must be between 0 and 10"),
+                                 ("--seed", "-1", "--seed must be between 0 and 2,147,483,647, not -1")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
@@ -892,8 +893,10 @@ def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_r
     assert all(len(set(draw(step).tolist())) == 16 for step in range(20))  # no row twice in a batch
     assert (drawn < 100).float().mean().item() == pytest.approx(0.5, abs=0.02)  # 100 x 3 against 300 x 1
     assert torch.equal(batch_sampler(cfg, tmp_path, len(groups))(7), draw(7))  # a resumed run draws the same
+    assert not torch.equal(batch_sampler(replace(cfg, seed=1), tmp_path, len(groups))(7), draw(7))  # a new seed, new
     plain = batch_sampler(replace(cfg, group_weights=None), tmp_path, len(groups))
     assert sorted(torch.cat([plain(step) for step in range(25)]).tolist()) == list(range(400))  # epochs
+    assert not torch.equal(batch_sampler(replace(cfg, group_weights=None, seed=1), tmp_path, len(groups))(0), plain(0))
     assert torch.equal(batch_sampler(replace(cfg, group_weights={"mammal": 0.0}), tmp_path, len(groups))(3).lt(100),
                        torch.zeros(16, dtype=torch.bool))  # a weight of 0 leaves the group out
     for weights, problem in (({"mammal": 0.0, "plant": 0.0}, "fewer rows to draw than a batch"),):
@@ -958,8 +961,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
     stop = run("stop", str(probe), steps=465, lr=6e-4, warmup=20, fns_from=0.0, frame_weight=0.3, stop_weight=2.0,
                group_weights={"mammal": 3.0, "vertebrate": 0.5})
-    kept = run("kept", str(stop), steps=300, lr=6e-4, fns_from=0.0, splice_weight=0.5, teacher=str(stop),
-               distill_weight=0.5)  # a target kept near the model it continues
+    kept = run("kept", str(stop), seed=1, steps=300, lr=6e-4, fns_from=0.0, splice_weight=0.5, teacher=str(stop),
+               distill_weight=0.5)  # a target kept near the model it continues, drawing new batches
     draft = run("draft", None, preset="draft", steps=240, teacher=str(kept), heads=2, kv_heads=1, distill_weight=0.9)
     lineage = training_lineage(kept)
     assert [r["config"]["name"] for r in lineage] == ["carbon-demo", "probe", "stop", "kept"]
@@ -972,7 +975,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert commands[2].endswith(f"--name stop --init {probe} --steps 465 --lr 0.0006 --warmup 20 --fns-from 0 "
                                 "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
     assert commands[3] == (f"python -m carbon_app.training.train --preset target --name kept --init {stop} "
-                           f"--teacher {stop} --steps 300 --lr 0.0006 --fns-from 0 --splice-weight 0.5 "
+                           f"--teacher {stop} --seed 1 --steps 300 --lr 0.0006 --fns-from 0 --splice-weight 0.5 "
                            "--distill-weight 0.5")
     assert commands[-1].endswith(f"--teacher {kept} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
     assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
@@ -988,7 +991,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
         train_module.main(words[3:] + ["--out-root", str(tmp_path)])
     for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
         wanted = run_record["config"]
-        for key in ("name", "steps", "lr", "warmup", "fns_from", "frame_weight", "stop_weight", "splice_weight",
+        for key in ("name", "seed", "steps", "lr", "warmup", "fns_from", "frame_weight", "stop_weight", "splice_weight",
                     "group_weights", "teacher", "distill_weight", "hidden", "layers", "heads", "kv_heads"):
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
     assert [cfg.init for cfg in seen[:4]] == [None, str(scratch), str(probe), str(stop)]  # each from the one before

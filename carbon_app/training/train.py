@@ -715,8 +715,8 @@ def train_command(config: dict, init: str | None) -> str:
     preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "steps", "lr", "warmup",
-                "fns_from", *SHAPE, *OBJECTIVE):
+    for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "seed", "steps", "lr",
+                "warmup", "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
@@ -759,6 +759,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --init-layers growing the --init model: train the new layers alone, every "
                              "weight it had frozen, so that what it knew stays as it was (block expansion)")
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
+    parser.add_argument("--seed", type=argument_type(lambda text: whole_number(text, "--seed", 0, 2**31 - 1)),
+                        help="seeds the weights' start and the batches' draw (default 0); a run continued from "
+                             "another with the same seed draws the same windows again, so a new seed gives it new "
+                             "ones")
     parser.add_argument("--lr", type=argument_type(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
                         help="peak learning rate")
     parser.add_argument("--warmup", type=argument_type(lambda text: whole_number(text, "--warmup", 0)),
@@ -834,8 +838,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     if args.init_layers is not None and args.init is None:
         parser.error("--init-layers cuts or grows the --init model: name one with --init")
-    for key in ("steps", "init", "init_layers", "new_layers_only", "name", "lr", "warmup", "device", "fns_from",
-                "compile", *SHAPE, "minutes", *OBJECTIVE):
+    for key in ("steps", "init", "init_layers", "new_layers_only", "name", "seed", "lr", "warmup", "device",
+                "fns_from", "compile", *SHAPE, "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
     if args.warmup is not None and args.warmup >= cfg.steps:
