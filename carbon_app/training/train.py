@@ -464,6 +464,12 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
                   coding_kl)
 
 
+# a weighted batch is drawn from a generator seeded by seed * SEED_STRIDE + step: a seed below 2**31 keeps that
+# within the 64 bits a torch generator takes for any step count (generation's seeds may go to 2**63 - 1)
+SEED_STRIDE = 1_000_003
+MAX_TRAINING_SEED = 2**31 - 1
+
+
 def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
     """step -> the rows of its batch. Plainly, epochs of one seeded shuffle. With `cfg.group_weights`, each
     row is drawn (without replacement within a batch) with its group's weight, so that a group the held-out
@@ -482,7 +488,7 @@ def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
     if int((weights > 0).sum()) < cfg.batch:
         raise SystemExit(f"--group-weights leaves fewer rows to draw than a batch ({cfg.batch})")
     return lambda step: torch.multinomial(weights, cfg.batch, replacement=False,
-                                          generator=torch.Generator().manual_seed(cfg.seed * 1_000_003 + step))
+                                          generator=torch.Generator().manual_seed(cfg.seed * SEED_STRIDE + step))
 
 
 def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
@@ -759,7 +765,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --init-layers growing the --init model: train the new layers alone, every "
                              "weight it had frozen, so that what it knew stays as it was (block expansion)")
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
-    parser.add_argument("--seed", type=argument_type(lambda text: whole_number(text, "--seed", 0, 2**31 - 1)),
+    parser.add_argument("--seed", type=argument_type(lambda text: whole_number(text, "--seed", 0, MAX_TRAINING_SEED)),
                         help="seeds the weights' start and the batches' draw (default 0); a run continued from "
                              "another with the same seed draws the same windows again, so a new seed gives it new "
                              "ones")
