@@ -739,6 +739,16 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
         assert row[at] == tokenizer.open_id  # each row's `<dna>` where its dna_at says
     draft_data.write_target_rows(target_dir, data, tmp_path / "again", n_rows=4, batch=3)
     assert np.array_equal(np.load(tmp_path / "again" / "train_rows.npy"), rows)  # seeded sampling
+    greedy_only = draft_data.write_target_rows(target_dir, data, tmp_path / "greedy", n_rows=4, batch=3,
+                                               greedy_only=True)
+    assert (greedy_only["rows"], greedy_only["drawn"], greedy_only["temperatures"]) == (2, 4, [0.0])
+    assert np.array_equal(np.load(tmp_path / "greedy" / "train_rows.npy"), rows[:2])  # the greedy half, alone
+    sharpened = train(TrainConfig(name="sharpened", data=str(tmp_path / "greedy"), init=str(target_dir),
+                                  out_root=str(tmp_path / "runs"), hidden=32, layers=2, heads=2, kv_heads=1, ffn=64,
+                                  steps=1, batch=2, warmup=1, eval_every=2, compile=False))
+    assert lineage_commands(training_lineage(sharpened))[-2] == (
+        f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
+        f"--out {tmp_path / 'greedy'} --rows 4 --greedy-only")
     cfg = replace(replace(TrainConfig(), **PRESETS["draft"]), data=str(tmp_path / "draft-data"),
                   out_root=str(tmp_path / "runs"), teacher=str(target_dir), hidden=32, layers=1, heads=2,
                   kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2, compile=False)
@@ -1126,6 +1136,16 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
                              f"python -m carbon_app.training.evaluate --target {merged} "
                              "--previous assets/models/carbon-demo --install assets/models"]
     assert (assets / "carbon-demo" / "model.safetensors").read_bytes() == (merged / "model.safetensors").read_bytes()
+
+    # a run kept near the installed target but begun elsewhere, installed over it: its command names the
+    # folder the installed model's own run wrote, not the installed folder that now holds the run itself
+    kept = train(replace(cfg, name="kept", init=str(merged), teacher=str(assets / "carbon-demo"), distill_weight=0.3,
+                         steps=1))
+    install(kept, None, evaluate(kept, None, data, previous_dir=assets / "carbon-demo", device="cpu"), assets)
+    card = (assets / "carbon-demo" / "README.md").read_text()
+    assert f"--init {merged} --teacher {merged}" in card and f"--teacher {assets}" not in card
+    saved_config = json.loads((assets / "carbon-demo" / "training.json").read_text())["config"]
+    assert saved_config["teacher"] == str(merged)  # read again later, it still names the right model
 
 
 def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with():

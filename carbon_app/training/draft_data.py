@@ -7,6 +7,8 @@ output, and a target's greedy or low-temperature continuations (repeats, splice 
 elements seen in the context) are not what the training windows hold. So, as in sequence-level
 distillation, each row here is a training window's first tokens (tags, `<dna>` and real DNA) continued
 by the target: half greedily, half sampled at temperature 0.9, in token mode (the k-mer head only).
+With `--greedy-only` the sampled half is left out (the same windows, half the rows): a target trained a
+few steps on its own greedy rows commits to them, which is what a draft can follow (docs/demo-models.md).
 The folder is a training-data folder (`train --data`) with the source's tokenizer, validation windows
 and data card; the held-out test windows are neither read nor written.
 """
@@ -49,8 +51,9 @@ def continue_rows(model, rows: torch.Tensor, start: int, kmer_start: int, n_kmer
 
 
 def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch: int = 128, seed: int = 0,
-                      device: str = "cpu") -> dict:
-    """`n_rows` rows continued by `teacher` from the whole-length training rows of `source`, written with
+                      device: str = "cpu", greedy_only: bool = False) -> dict:
+    """`n_rows` windows drawn from the whole-length training rows of `source` and continued by `teacher`
+    (every other one greedily, the rest sampled; with `greedy_only` the greedy ones alone), written with
     the source's tokenizer, validation windows and data card into `out`; returns what it wrote."""
     from transformers import LlamaForCausalLM
 
@@ -69,8 +72,11 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
     chosen = torch.from_numpy(whole)[torch.randperm(len(whole), generator=generator)[:n_rows]].numpy()
     written, written_at = [], []
     began = time.perf_counter()
-    for i, temperature in enumerate(TEMPERATURES):
-        share = chosen[i :: len(TEMPERATURES)]
+    temperatures = TEMPERATURES[:1] if greedy_only else TEMPERATURES
+    # each temperature takes every len(TEMPERATURES)-th window, so the greedy rows are the same with or without
+    # the sampled ones
+    shares = [chosen[i :: len(TEMPERATURES)] for i in range(len(temperatures))]
+    for temperature, share in zip(temperatures, shares, strict=True):
         for prefix in np.unique(dna_at[share]):  # rows of one tag count start their DNA at one position
             same = share[dna_at[share] == prefix]
             for first in range(0, len(same), batch):
@@ -79,7 +85,8 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
                 written.append(continue_rows(model, part, start, kmer_start, n_kmers, temperature, generator).cpu())
                 written_at.append(dna_at[same[first : first + batch]])
                 done = sum(len(w) for w in written)
-                print(f"{done:,}/{len(chosen):,} rows  {(time.perf_counter() - began) / 60:.1f} min", flush=True)
+                print(f"{done:,}/{sum(map(len, shares)):,} rows  {(time.perf_counter() - began) / 60:.1f} min",
+                      flush=True)
     out.mkdir(parents=True, exist_ok=True)
     out_rows = torch.cat(written).numpy().astype(rows.dtype)
     np.save(out / "train_rows.npy", out_rows)
@@ -88,8 +95,8 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
     shutil.copy(source / "validation.json", out / "validation.json")
     card = json.loads((source / "data_card.json").read_text())
     card["target_rows"] = {"teacher": str(teacher), "source": str(source), "rows": len(out_rows),
-                           "context_tokens": CONTEXT_TOKENS, "temperatures": list(TEMPERATURES), "seed": seed,
-                           "minutes": round((time.perf_counter() - began) / 60, 1)}
+                           "drawn": n_rows, "context_tokens": CONTEXT_TOKENS, "temperatures": list(temperatures),
+                           "seed": seed, "minutes": round((time.perf_counter() - began) / 60, 1)}
     (out / "data_card.json").write_text(json.dumps(card, indent=1) + "\n")
     return card["target_rows"]
 
@@ -104,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="the folder to write (a training-data folder)")
     parser.add_argument("--rows", type=argument_type(lambda text: whole_number(text, "--rows", 2)), default=8192)
     parser.add_argument("--batch", type=argument_type(lambda text: whole_number(text, "--batch", 1)), default=128)
+    parser.add_argument("--greedy-only", action="store_true",
+                        help="write the greedy rows alone (half of --rows), for sharpening the target itself")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     teacher, source = Path(args.teacher), Path(args.data)
@@ -115,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     if (out / "data_card.json").exists() and "target_rows" not in json.loads((out / "data_card.json").read_text()):
         parser.error(f"--out {out}: holds training data this command did not write; name another folder")
     print(json.dumps(write_target_rows(teacher, source, out, args.rows, args.batch,
-                                       device=args.device), indent=1))
+                                       device=args.device, greedy_only=args.greedy_only), indent=1))
 
 
 if __name__ == "__main__":

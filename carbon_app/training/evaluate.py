@@ -612,6 +612,7 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         pairs.append((draft_dir, "carbon-demo-draft", {"role": "draft", "target": "carbon-demo"}))
     # read before anything is copied: a run continued from the installed model names it as its start
     lineages = {name: training_lineage(source) for source, name, _ in pairs}
+    name_installed_teachers_by_their_runs(lineages.values(), assets / "carbon-demo")
     # a draft begun from its target (`--init-layers`) came through the target's runs too: each once
     commands = list(dict.fromkeys(command for name in lineages for command in lineage_commands(lineages[name])))
     outputs = {name: output_of(lineage[-1]) for name, lineage in lineages.items()}
@@ -624,7 +625,7 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
             shutil.rmtree(dest, ignore_errors=True)
             shutil.copytree(source, dest)
         training = json.loads((dest / "training.json").read_text())
-        training["lineage"] = lineages[name][:-1]
+        training["config"], training["lineage"] = lineages[name][-1]["config"], lineages[name][:-1]
         (dest / "training.json").write_text(json.dumps(training, indent=1) + "\n")
         (dest / "carbon_role.json").write_text(json.dumps(role) + "\n")
         # "quality" is the target's own variant-effect measurement: the draft's scores were not measured, and
@@ -633,6 +634,21 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         (dest / "eval.json").write_text(json.dumps(measured, indent=1) + "\n")
         (dest / "README.md").write_text(model_card(dest, role["role"], results, commands))
         print(f"installed {dest}")
+
+
+def name_installed_teachers_by_their_runs(lineages, installed: Path) -> None:
+    """A run kept near the installed target (`--teacher assets/models/carbon-demo`) that did not start from it
+    names a folder the install is about to fill with another model: name, in place, the folder the installed
+    model's own last run wrote instead, which its lineage makes before this run."""
+    try:
+        made_by = output_of(json.loads((installed / "training.json").read_text()))
+    except (OSError, ValueError, KeyError):
+        return  # nothing installed yet, or a model without a training record: no name to give
+    for lineage in lineages:
+        for run in lineage:
+            teacher = run["config"].get("teacher")
+            if teacher and not kept_near_start(run["config"]) and Path(teacher).resolve() == installed.resolve():
+                run["config"] = {**run["config"], "teacher": made_by}
 
 
 def stop_weights(config: dict) -> str:
@@ -691,8 +707,10 @@ def lineage_commands(lineage: list[dict]) -> list[str]:
     commands = []
     for run, previous in runs_in_order(lineage):
         if rows := run.get("target_rows"):
+            greedy_only = rows["temperatures"] == [0.0]  # the greedy half of `drawn` windows (older cards: all)
             commands.append(f"python -m carbon_app.training.draft_data --teacher {rows['teacher']} "
-                            f"--data {rows['source']} --out {run['config']['data']} --rows {rows['rows']}")
+                            f"--data {rows['source']} --out {run['config']['data']} "
+                            + (f"--rows {rows['drawn']} --greedy-only" if greedy_only else f"--rows {rows['rows']}"))
         if run.get("parents"):
             commands.append(merge_command(run["config"], parent_folder(run, "base"), parent_folder(run, "other")))
         else:
