@@ -700,8 +700,10 @@ def test_a_target_grown_by_block_expansion_starts_computing_what_it_did_and_trai
 def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a_draft(tmp_path, monkeypatch,
                                                                                          capsys):
     """draft_data: each row keeps its training window's tags, `<dna>` and first 96 6-mers, then holds the
-    target's continuation (greedy rows: its argmax at every position, read back without a cache); the seed
-    fixes the sampled rows; the folder trains a draft; a folder without whole-length windows is named."""
+    target's continuation (greedy rows: its argmax at every position, read back without a cache), labelled as
+    its window where the DNA is real and unlabelled where the target wrote it; the seed fixes the sampled rows;
+    the folder trains a draft, or mixes into a target's data at a share; a folder without whole-length windows
+    is named."""
     from transformers import LlamaForCausalLM
 
     from carbon_app.training import draft_data
@@ -739,16 +741,38 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
         assert row[at] == tokenizer.open_id  # each row's `<dna>` where its dna_at says
     draft_data.write_target_rows(target_dir, data, tmp_path / "again", n_rows=4, batch=3)
     assert np.array_equal(np.load(tmp_path / "again" / "train_rows.npy"), rows)  # seeded sampling
-    greedy_only = draft_data.write_target_rows(target_dir, data, tmp_path / "greedy", n_rows=4, batch=3,
-                                               greedy_only=True)
+    labels = np.random.default_rng(0)
+    frames, splice = labels.integers(-1, 7, source.shape, dtype=np.int8), labels.integers(0, 4, source.shape,
+                                                                                          dtype=np.int8)
+    np.save(data / "train_frames.npy", frames)
+    np.save(data / "train_splice.npy", splice)
+    np.save(data / "train_groups.npy", np.arange(len(source), dtype=np.int8))  # a row's group names the row here
+    card = json.loads((data / "data_card.json").read_text())
+    (data / "data_card.json").write_text(json.dumps({**card, "frame_labels": demo_data.FRAME_LABEL_RULE}))
+    greedy = tmp_path / "greedy"
+    greedy_only = draft_data.write_target_rows(target_dir, data, greedy, n_rows=4, batch=3, greedy_only=True)
     assert (greedy_only["rows"], greedy_only["drawn"], greedy_only["temperatures"]) == (2, 4, [0.0])
-    assert np.array_equal(np.load(tmp_path / "greedy" / "train_rows.npy"), rows[:2])  # the greedy half, alone
-    sharpened = train(TrainConfig(name="sharpened", data=str(tmp_path / "greedy"), init=str(target_dir),
-                                  out_root=str(tmp_path / "runs"), hidden=32, layers=2, heads=2, kv_heads=1, ffn=64,
-                                  steps=1, batch=2, warmup=1, eval_every=2, compile=False))
-    assert lineage_commands(training_lineage(sharpened))[-2] == (
-        f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
-        f"--out {tmp_path / 'greedy'} --rows 4 --greedy-only")
+    assert np.array_equal(np.load(greedy / "train_rows.npy"), rows[:2])  # the greedy half, alone
+    for row, at, window, row_frames, row_splice in zip(
+            rows[:2], start[:2], np.load(greedy / "train_groups.npy"), np.load(greedy / "train_frames.npy"),
+            np.load(greedy / "train_splice.npy"), strict=True):
+        assert np.array_equal(row[:at], source[window, :at])  # the group names the window the row began as
+        assert np.array_equal(row_frames[:at], frames[window, :at]) and (row_frames[at:] == -1).all()
+        assert np.array_equal(row_splice[:at], splice[window, :at]) and (row_splice[at:] == 0).all()
+    mixed = TrainConfig(name="sharpened", data=str(data), mix_data=str(greedy), mix_share=0.5, frame_weight=0.1,
+                        init=str(target_dir), out_root=str(tmp_path / "runs"), hidden=32, layers=2, heads=2,
+                        kv_heads=1, ffn=64, steps=1, batch=2, warmup=1, eval_every=2, compile=False)
+    sharpened = train(mixed)
+    assert f"6 windows and 2 of {greedy} (50% of the draw)" in capsys.readouterr().out
+    commands = lineage_commands(training_lineage(sharpened))  # the mixed-in rows' command, then the run's
+    assert commands[-2] == (f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
+                            f"--out {greedy} --rows 4 --greedy-only")
+    assert f"--frame-weight 0.1 --mix-data {greedy} --mix-share 0.5" in commands[-1]
+    (greedy / "train_frames.npy").unlink()  # a folder written before its rows had labels
+    with pytest.raises(SystemExit, match=f"--mix-data {greedy}: no train_frames.npy, which this loss reads"):
+        train(mixed)
+    with pytest.raises(SystemExit, match="not training data with the --data folder's tokenizer"):
+        train(replace(mixed, mix_data=str(tmp_path)))
     cfg = replace(replace(TrainConfig(), **PRESETS["draft"]), data=str(tmp_path / "draft-data"),
                   out_root=str(tmp_path / "runs"), teacher=str(target_dir), hidden=32, layers=1, heads=2,
                   kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2, compile=False)
@@ -914,6 +938,17 @@ def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_r
             batch_sampler(replace(cfg, group_weights=weights), tmp_path, len(groups))
     with pytest.raises(SystemExit, match="does not match train_rows.npy"):
         batch_sampler(cfg, tmp_path, 401)
+    mix = tmp_path / "mix"  # 100 rows more, all mammal, drawn as a quarter of each batch whatever their number
+    mix.mkdir()
+    np.save(mix / "train_groups.npy", groups[:100])
+    mixed = replace(cfg, group_weights=None, mix_data=str(mix), mix_share=0.25)
+    drawn = torch.cat([batch_sampler(mixed, tmp_path, len(groups), 100)(step) for step in range(400)])
+    assert (drawn >= 400).float().mean().item() == pytest.approx(0.25, abs=0.02)
+    assert (drawn < 100).float().mean().item() == pytest.approx(0.75 * 0.25, abs=0.02)  # the rest alike
+    drawn = torch.cat([batch_sampler(replace(mixed, group_weights={"mammal": 3.0}), tmp_path, len(groups),
+                                     100)(step) for step in range(400)])  # the weights hold within --data
+    assert (drawn < 100).float().mean().item() == pytest.approx(0.75 * 0.5, abs=0.02)
+    assert (drawn >= 400).float().mean().item() == pytest.approx(0.25, abs=0.02)
     (tmp_path / "train_groups.npy").unlink()
     with pytest.raises(SystemExit, match="train_groups.npy: rebuild the data"):
         batch_sampler(cfg, tmp_path, len(groups))
@@ -922,6 +957,13 @@ def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_r
                           ("mammal=-1", "the --group-weights share of mammal must be at least 0, not -1")):
         with pytest.raises(SystemExit):
             train_module.main(["--group-weights", text])
+        assert problem in capsys.readouterr().err
+    for words, problem in ((["--mix-data", str(mix)], "--mix-data and --mix-share go together"),
+                           (["--mix-share", "0.3"], "--mix-data and --mix-share go together"),
+                           (["--mix-data", str(mix), "--mix-share", "0"], "--mix-share must be above 0"),
+                           (["--mix-data", str(mix), "--mix-share", "0.3"], f"--mix-data {mix}: no training data")):
+        with pytest.raises(SystemExit):
+            train_module.main(words)
         assert problem in capsys.readouterr().err
 
 

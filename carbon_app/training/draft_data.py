@@ -9,8 +9,9 @@ distillation, each row here is a training window's first tokens (tags, `<dna>` a
 by the target: half greedily, half sampled at temperature 0.9, in token mode (the k-mer head only).
 With `--greedy-only` the sampled half is left out (the same windows, half the rows): a target trained a
 few steps on its own greedy rows commits to them, which is what a draft can follow (docs/demo-models.md).
-The folder is a training-data folder (`train --data`) with the source's tokenizer, validation windows
-and data card; the held-out test windows are neither read nor written.
+The folder is a training-data folder (`train --data`, or `train --mix-data` beside the source) with the
+source's tokenizer, validation windows and data card, and the source's frame, splice and group labels for
+each row's real DNA (the written tokens unlabelled); the held-out test windows are neither read nor written.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import WINDOW_TOKENS
+from .data import FRAME_UNKNOWN, WINDOW_TOKENS
 from .train import not_a_model
 
 CONTEXT_TOKENS = 96  # the real DNA each row starts from (576 bases), like the 594 bases the evaluation gives
 TEMPERATURES = (0.0, 0.9)  # greedy, and the sampling temperature the app's designs start from
+# per-token labels the source may hold, and the value of a token they do not describe (one the target wrote)
+TOKEN_LABELS = {"train_frames.npy": FRAME_UNKNOWN, "train_splice.npy": 0}
 
 
 @torch.inference_mode()
@@ -70,7 +73,7 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
     model = LlamaForCausalLM.from_pretrained(str(teacher), dtype=torch.float32).to(device).eval()
     generator = torch.Generator().manual_seed(seed)
     chosen = torch.from_numpy(whole)[torch.randperm(len(whole), generator=generator)[:n_rows]].numpy()
-    written, written_at = [], []
+    written, written_from = [], []
     began = time.perf_counter()
     temperatures = TEMPERATURES[:1] if greedy_only else TEMPERATURES
     # each temperature takes every len(TEMPERATURES)-th window, so the greedy rows are the same with or without
@@ -83,14 +86,23 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
                 part = torch.from_numpy(rows[same[first : first + batch]].astype(np.int64)).to(device)
                 start = int(prefix) + 1 + CONTEXT_TOKENS
                 written.append(continue_rows(model, part, start, kmer_start, n_kmers, temperature, generator).cpu())
-                written_at.append(dna_at[same[first : first + batch]])
+                written_from.append(same[first : first + batch])
                 done = sum(len(w) for w in written)
                 print(f"{done:,}/{sum(map(len, shares)):,} rows  {(time.perf_counter() - began) / 60:.1f} min",
                       flush=True)
     out.mkdir(parents=True, exist_ok=True)
     out_rows = torch.cat(written).numpy().astype(rows.dtype)
+    written_from = np.concatenate(written_from)
     np.save(out / "train_rows.npy", out_rows)
-    np.save(out / "train_dna_at.npy", np.concatenate(written_at))
+    np.save(out / "train_dna_at.npy", dna_at[written_from])
+    written_part = np.arange(rows.shape[1]) >= (dna_at[written_from] + 1 + CONTEXT_TOKENS)[:, None]
+    for name, unlabelled in TOKEN_LABELS.items():
+        if (source / name).exists():
+            labels = np.load(source / name)[written_from]
+            labels[written_part] = unlabelled
+            np.save(out / name, labels)
+    if (source / "train_groups.npy").exists():
+        np.save(out / "train_groups.npy", np.load(source / "train_groups.npy")[written_from])
     shutil.copytree(source / "tokenizer", out / "tokenizer", dirs_exist_ok=True)
     shutil.copy(source / "validation.json", out / "validation.json")
     card = json.loads((source / "data_card.json").read_text())

@@ -706,16 +706,21 @@ def lineage_commands(lineage: list[dict]) -> list[str]:
     merge's from its two parents' outputs."""
     commands = []
     for run, previous in runs_in_order(lineage):
-        if rows := run.get("target_rows"):
-            greedy_only = rows["temperatures"] == [0.0]  # the greedy half of `drawn` windows (older cards: all)
-            commands.append(f"python -m carbon_app.training.draft_data --teacher {rows['teacher']} "
-                            f"--data {rows['source']} --out {run['config']['data']} "
-                            + (f"--rows {rows['drawn']} --greedy-only" if greedy_only else f"--rows {rows['rows']}"))
+        for card, out in (("target_rows", "data"), ("mix_rows", "mix_data")):  # data a target wrote (draft_data)
+            if rows := run.get(card):
+                commands.append(draft_data_command(rows, run["config"][out]))
         if run.get("parents"):
             commands.append(merge_command(run["config"], parent_folder(run, "base"), parent_folder(run, "other")))
         else:
             commands.append(train_command(run["config"], previous))
     return commands
+
+
+def draft_data_command(rows: dict, out: str) -> str:
+    """The command that wrote the rows a data card's `target_rows` describes into `out`."""
+    greedy_only = rows["temperatures"] == [0.0]  # the greedy half of `drawn` windows (older cards: all)
+    return (f"python -m carbon_app.training.draft_data --teacher {rows['teacher']} --data {rows['source']} "
+            f"--out {out} " + (f"--rows {rows['drawn']} --greedy-only" if greedy_only else f"--rows {rows['rows']}"))
 
 
 def output_of(run: dict) -> str:

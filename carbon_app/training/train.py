@@ -90,7 +90,7 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
              "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
-             "coding_distill_weight")
+             "coding_distill_weight", "mix_data", "mix_share")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -142,6 +142,9 @@ class TrainConfig:
     splice_contrast_weight: float = 0.0  # weight of the splice 6-mers' cross-entropy among their rivals (0: none)
     splice_control_weight: float = 0.0  # the same contrast at as many ordinary tokens, with the sites' patterns
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
+    # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
+    mix_data: str | None = None
+    mix_share: float = 0.0
 
     @property
     def out(self) -> Path:
@@ -470,25 +473,52 @@ SEED_STRIDE = 1_000_003
 MAX_TRAINING_SEED = 2**31 - 1
 
 
-def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int):
-    """step -> the rows of its batch. Plainly, epochs of one seeded shuffle. With `cfg.group_weights`, each
-    row is drawn (without replacement within a batch) with its group's weight, so that a group the held-out
-    tasks find weakest can be seen more often in continued training; drawn from a generator seeded by the
-    step, so that a resumed run draws what the uninterrupted one would have."""
+def row_weights(cfg: TrainConfig, data: Path, n_rows: int) -> torch.Tensor:
+    """How often each of a folder's rows is drawn, relatively: its group's weight (every row alike without
+    `cfg.group_weights`)."""
     if not cfg.group_weights:
-        order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(cfg.seed))
-        return lambda step: order[(torch.arange(cfg.batch) + step * cfg.batch) % n_rows]
+        return torch.ones(n_rows, dtype=torch.float64)
     if not (data / "train_groups.npy").exists():
         raise SystemExit(f"--group-weights needs {data}/train_groups.npy: rebuild the data with this version")
     groups = torch.from_numpy(np.load(data / "train_groups.npy").astype(np.int64))
     if len(groups) != n_rows:
         raise SystemExit(f"{data}/train_groups.npy does not match train_rows.npy: rebuild the data")
     per_group = torch.tensor([cfg.group_weights.get(group, 1.0) for group in GROUPS], dtype=torch.float64)
-    weights = per_group[groups]
+    return per_group[groups]
+
+
+def batch_sampler(cfg: TrainConfig, data: Path, n_rows: int, n_mixed: int = 0):
+    """step -> the rows of its batch. Plainly, epochs of one seeded shuffle. With `cfg.group_weights`, each
+    row is drawn (without replacement within a batch) with its group's weight, so that a group the held-out
+    tasks find weakest can be seen more often in continued training; with `n_mixed` rows of `cfg.mix_data`
+    after the `n_rows` of `data`, those make `cfg.mix_share` of the draw (the group weights holding within
+    each part). Such draws come from a generator seeded by the step, so that a resumed run draws what the
+    uninterrupted one would have."""
+    if not cfg.group_weights and not n_mixed:
+        order = torch.randperm(n_rows, generator=torch.Generator().manual_seed(cfg.seed))
+        return lambda step: order[(torch.arange(cfg.batch) + step * cfg.batch) % n_rows]
+    weights = row_weights(cfg, data, n_rows)
+    if n_mixed:
+        mixed = row_weights(cfg, Path(cfg.mix_data), n_mixed)
+        if not (weights.sum() > 0 and mixed.sum() > 0):
+            raise SystemExit("--group-weights leaves no row to draw in --data or in --mix-data")
+        weights = torch.cat([weights / weights.sum() * (1 - cfg.mix_share), mixed / mixed.sum() * cfg.mix_share])
     if int((weights > 0).sum()) < cfg.batch:
         raise SystemExit(f"--group-weights leaves fewer rows to draw than a batch ({cfg.batch})")
     return lambda step: torch.multinomial(weights, cfg.batch, replacement=False,
                                           generator=torch.Generator().manual_seed(cfg.seed * SEED_STRIDE + step))
+
+
+def mixed_in(mix: Path, name: str, main: torch.Tensor) -> torch.Tensor:
+    """The `--data` folder's array `main` with the `--mix-data` folder's array of that name after it."""
+    if not (mix / name).exists():
+        raise SystemExit(f"--mix-data {mix}: no {name}, which this loss reads; write the folder again with "
+                         "this version (python -m carbon_app.training.draft_data)")
+    added = torch.from_numpy(np.load(mix / name).astype(main.numpy().dtype))
+    if added.shape[1:] != main.shape[1:]:
+        raise SystemExit(f"--mix-data {mix}: its {name} rows are {tuple(added.shape[1:])}, the --data "
+                         f"folder's {tuple(main.shape[1:])}")
+    return torch.cat([main, added])
 
 
 def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
@@ -542,6 +572,15 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if any(per_base.values()) and card.get("splice_marks") != SPLICE_MARKS:  # an older build marks 6-mers only
             raise SystemExit(f"{flag} needs {data}/train_splice.npy to mark each splice base: "
                              "rebuild the data with this version")
+    n_rows = len(rows)
+    if cfg.mix_data:
+        mix = Path(cfg.mix_data)
+        if not (mix / "tokenizer" / "dna_config.json").exists() or DnaConfig.from_file(
+                mix / "tokenizer" / "dna_config.json") != dna_config:
+            raise SystemExit(f"--mix-data {mix}: not training data with the --data folder's tokenizer")
+        rows = mixed_in(mix, "train_rows.npy", rows)
+        frames = None if frames is None else mixed_in(mix, "train_frames.npy", frames)
+        splice_sites = None if splice_sites is None else mixed_in(mix, "train_splice.npy", splice_sites)
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
     if cfg.new_layers_only and not cfg.init:
@@ -591,9 +630,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     n_params = sum(p.numel() for p in model.parameters())
     frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters" + (f" ({frozen / 1e6:.2f}M frozen)" if frozen else "")
-          + f", {len(rows):,} windows, "
-          f"{cfg.steps} steps of {cfg.batch} x {rows.shape[1] - 1} tokens", flush=True)
-    draw = batch_sampler(cfg, data, len(rows))
+          + f", {n_rows:,} windows"
+          + (f" and {len(rows) - n_rows:,} of {cfg.mix_data} ({cfg.mix_share:.0%} of the draw)" if cfg.mix_data else "")
+          + f", {cfg.steps} steps of {cfg.batch} x {rows.shape[1] - 1} tokens", flush=True)
+    draw = batch_sampler(cfg, data, n_rows, len(rows) - n_rows)
     began = time.perf_counter()
     first_step, timed_from = step, began  # a budget times this run's own steps (a resumed run's too)
     kmer_start, n_kmers = tokenizer.kmer_start_id, tokenizer.n_kmers
@@ -691,6 +731,8 @@ def training_lineage(model_dir: str | Path | None) -> list[dict]:
         run = {"config": training["config"], "final": training["log"][-1] if training["log"] else None}
         if "target_rows" in training.get("data_card", {}):  # its data was written by a target (draft_data)
             run["target_rows"] = training["data_card"]["target_rows"]
+        if "mix_rows" in training:  # and so were the rows it mixed in
+            run["mix_rows"] = training["mix_rows"]
         if "parents" in training:  # a merge (merge.py): the lineages of the two models it averaged
             run["parents"] = training["parents"]
         lineage.insert(0, run)
@@ -741,9 +783,12 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
         shutil.copy(file, out / file.name)
     data_card = json.loads((data / "data_card.json").read_text())
     (out / "tag_scheme.json").write_text(json.dumps(trained_tag_scheme(data_card), indent=1) + "\n")
-    (out / "training.json").write_text(json.dumps({"config": asdict(cfg), "parameters": n_params, "log": log,
-                                                   "lineage": training_lineage(cfg.init),
-                                                   "data_card": data_card}, indent=1) + "\n")
+    record = {"config": asdict(cfg), "parameters": n_params, "log": log, "lineage": training_lineage(cfg.init),
+              "data_card": data_card}
+    mix_card = Path(cfg.mix_data or "") / "data_card.json"
+    if cfg.mix_data and mix_card.exists() and "target_rows" in (mixed := json.loads(mix_card.read_text())):
+        record["mix_rows"] = mixed["target_rows"]  # how the mixed-in rows were written, for the lineage
+    (out / "training.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"saved {out}")
     return out
 
@@ -833,6 +878,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="weight of the KL divergence from the teacher at the coding tokens alone, added to "
                              "the loss (default 0: none): it holds what a stop-gain's score reads while the "
                              "splice terms move the rest; needs --teacher and data built with train_frames.npy")
+    parser.add_argument("--mix-data", help="a second training-data folder whose rows join the draw, e.g. a "
+                        "target's own greedy continuations (draft_data --greedy-only), which it learns to commit "
+                        "to; needs --mix-share")
+    parser.add_argument("--mix-share", type=argument_type(lambda text: real_number(text, "--mix-share", 0, 1,
+                                                                                   above_low=True)),
+                        help="the share of the draw the --mix-data rows make, e.g. 0.25")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
@@ -848,6 +899,11 @@ def main(argv: list[str] | None = None) -> None:
                 "fns_from", "compile", *SHAPE, "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
+    if (args.mix_data is None) != (args.mix_share is None):
+        parser.error("--mix-data and --mix-share go together: the folder mixed in and the share of the draw it makes")
+    if args.mix_data and not (Path(args.mix_data) / "train_rows.npy").exists():
+        parser.error(f"--mix-data {args.mix_data}: no training data (write it with "
+                     "`python -m carbon_app.training.draft_data`)")
     if args.warmup is not None and args.warmup >= cfg.steps:
         parser.error(f"--warmup {args.warmup} leaves no steps after the warm-up: --steps is {cfg.steps}")
     if cfg.teacher or args.teacher:
