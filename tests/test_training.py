@@ -783,6 +783,8 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
     assert commands[0] == (f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
                            f"--out {tmp_path / 'draft-data'} --rows 4")
     assert f"--data {tmp_path / 'draft-data'} --teacher {target_dir}" in commands[1]
+    again = train(replace(cfg, name="draft-again", init=str(draft_dir), steps=1))  # the same rows read again
+    assert lineage_commands(training_lineage(again))[:-1] == commands  # not written twice
     with pytest.raises(SystemExit):  # the real training data is never written over
         draft_data.main(["--teacher", str(target_dir), "--data", str(data), "--out", str(data)])
     assert np.array_equal(np.load(data / "train_rows.npy"), source)

@@ -707,8 +707,9 @@ def lineage_commands(lineage: list[dict]) -> list[str]:
     commands = []
     for run, previous in runs_in_order(lineage):
         for card, out in (("target_rows", "data"), ("mix_rows", "mix_data")):  # data a target wrote (draft_data)
-            if rows := run.get(card):
-                commands.append(draft_data_command(rows, run["config"][out]))
+            command = draft_data_command(rows, run["config"][out]) if (rows := run.get(card)) else None
+            if command and command not in commands:  # a folder that several runs read is written once
+                commands.append(command)
         if run.get("parents"):
             commands.append(merge_command(run["config"], parent_folder(run, "base"), parent_folder(run, "other")))
         else:
