@@ -34,6 +34,11 @@ TEMPERATURES = (0.0, 0.9)  # greedy, and the sampling temperature the app's desi
 TOKEN_LABELS = {"train_frames.npy": FRAME_UNKNOWN, "train_splice.npy": 0}
 
 
+def first_written(dna_at):
+    """Where the target's writing starts in a row whose `<dna>` is at `dna_at` (an int or an array)."""
+    return dna_at + 1 + CONTEXT_TOKENS
+
+
 @torch.inference_mode()
 def continue_rows(model, rows: torch.Tensor, start: int, kmer_start: int, n_kmers: int, temperature: float,
                   generator: torch.Generator) -> torch.Tensor:
@@ -84,7 +89,7 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
             same = share[dna_at[share] == prefix]
             for first in range(0, len(same), batch):
                 part = torch.from_numpy(rows[same[first : first + batch]].astype(np.int64)).to(device)
-                start = int(prefix) + 1 + CONTEXT_TOKENS
+                start = first_written(int(prefix))
                 written.append(continue_rows(model, part, start, kmer_start, n_kmers, temperature, generator).cpu())
                 written_from.append(same[first : first + batch])
                 done = sum(len(w) for w in written)
@@ -95,7 +100,7 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
     written_from = np.concatenate(written_from)
     np.save(out / "train_rows.npy", out_rows)
     np.save(out / "train_dna_at.npy", dna_at[written_from])
-    written_part = np.arange(rows.shape[1]) >= (dna_at[written_from] + 1 + CONTEXT_TOKENS)[:, None]
+    written_part = np.arange(rows.shape[1]) >= first_written(dna_at[written_from])[:, None]
     for name, unlabelled in TOKEN_LABELS.items():
         if (source / name).exists():
             labels = np.load(source / name)[written_from]

@@ -785,9 +785,9 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     (out / "tag_scheme.json").write_text(json.dumps(trained_tag_scheme(data_card), indent=1) + "\n")
     record = {"config": asdict(cfg), "parameters": n_params, "log": log, "lineage": training_lineage(cfg.init),
               "data_card": data_card}
-    mix_card = Path(cfg.mix_data or "") / "data_card.json"
-    if cfg.mix_data and mix_card.exists() and "target_rows" in (mixed := json.loads(mix_card.read_text())):
-        record["mix_rows"] = mixed["target_rows"]  # how the mixed-in rows were written, for the lineage
+    if cfg.mix_data and (mix_card := Path(cfg.mix_data) / "data_card.json").exists():
+        if "target_rows" in (mixed := json.loads(mix_card.read_text())):  # how draft_data wrote the rows
+            record["mix_rows"] = mixed["target_rows"]
     (out / "training.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"saved {out}")
     return out
