@@ -23,6 +23,11 @@ pytestmark = pytest.mark.slow  # every test here talks to a launched server
 
 HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
 
+#: How long any wait for a computed result may last. Generous on purpose: a CI machine can be shared
+#: and several times slower than a quiet one, and a wait returns as soon as its result is there, so a
+#: long limit costs nothing when all is well. Speed is measured by the benchmarks, never here.
+WAIT_S = 300
+
 
 def _start_app(out_dir, **env_extra) -> tuple[subprocess.Popen, str]:
     try:
@@ -81,7 +86,7 @@ def test_generate_api_matches_the_engine(client, demo):
 def test_a_designs_results_are_shown_before_its_logo_is_drawn(client):
     job = client.submit("carbon-demo", "none", "none", "ATGTCTGCTAAAGG", None, 60, "", "bp", 0.9, 0, 1.0, 7, 2, False,
                         api_name="/generate")
-    job.result(timeout=120)
+    job.result(timeout=WAIT_S)
     *_, shown, last = job.outputs()
     assert "bases/s" in shown[4] and shown[-1]["sequences"] == last[-1]["sequences"]  # designs, checks, files
     assert shown[6] is None and last[6] is not None  # then the logo
@@ -213,10 +218,17 @@ def _chromium(playwright):
         "--disable-sync", "--no-first-run"])
 
 
+def _new_page(browser, width: int, height: int):
+    """A page whose waits for text (a result, a message) last up to WAIT_S."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(WAIT_S * 1000)
+    return page
+
+
 def _design_at_width(playwright, server: str, width: int, height: int, bases: int):
     """(browser, page): the page at `width` pixels, a design of `bases` bases after an ATG prompt asked for."""
     browser = _chromium(playwright)
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = _new_page(browser, width, height)
     page.goto(server)
     page.get_by_label("DNA prompt (bases or FASTA; may be empty)", exact=True).fill("ATGGCTTCAGATCTCGAAG")
     page.get_by_label("Bases to generate (exact)", exact=True).fill(str(bases))
@@ -231,8 +243,8 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
 
     with sync_playwright() as p:
         browser, page = _design_at_width(p, server, 1400, 1800, 90)
-        page.get_by_text("design 1").first.wait_for(timeout=60_000)
-        page.get_by_text("bases/s").first.wait_for(timeout=60_000)
+        page.get_by_text("design 1").first.wait_for()
+        page.get_by_text("bases/s").first.wait_for()
         block = page.locator(".carbon-seq").first.inner_text()
         assert [line.split()[0] for line in block.splitlines()[1:]] == ["1", "61"]  # numbered lines of 60
         assert page.get_by_role("button", name="Copy").count() >= 1 or page.locator("button[aria-label*='opy']").count()
@@ -241,7 +253,7 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_label("Protein to encode (one-letter code; sets the length)", exact=True).fill("MSKGEELFTGVV")
         page.get_by_label("Avoid sites (enzymes or IUPAC motifs)", exact=True).fill("BsaI, BsmBI")
         page.get_by_role("button", name="Generate").click()
-        page.get_by_text("all 3 PASS").first.wait_for(timeout=60_000)
+        page.get_by_text("all 3 PASS").first.wait_for()
         page.screenshot(path=str(tmp_path / "design_constrained.png"), full_page=True)
 
         page.get_by_role("tab", name="Variant").click()
@@ -251,17 +263,17 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_label("Window (bases, centred on the variant)", exact=True).fill("1500")
         page.get_by_label("Context (bases either side, 0 = off)", exact=True).first.fill("3")
         page.get_by_role("button", name="Score variant").click()
-        page.get_by_text("delta = LL(alt)").first.wait_for(timeout=60_000)
-        page.get_by_text("possible substitutions within 3 bases").first.wait_for(timeout=10_000)
+        page.get_by_text("delta = LL(alt)").first.wait_for()
+        page.get_by_text("possible substitutions within 3 bases").first.wait_for()
         # read, by default, with the method the model's figures were measured with, and the note says which
         quality = json.loads((REPO / "assets" / "models" / "carbon-demo" / "eval.json").read_text())["quality"]
         method = METHOD_WORDS[quality["method"]]
         page.get_by_text(f"1,200-base windows with the {method}: stop-gain vs synonymous AUROC "
-                         f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for(timeout=10_000)
+                         f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for()
         page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
         variant_box.fill("1206:G>A")
         page.get_by_role("button", name="Score variant").click()
-        page.get_by_text("has 'A' at position 1206").first.wait_for(timeout=30_000)
+        page.get_by_text("has 'A' at position 1206").first.wait_for()
         assert page.get_by_text("delta = LL(alt)").count() == 0  # the earlier result is gone, not beside the error
         page.screenshot(path=str(tmp_path / "variant_error.png"), full_page=True)
 
@@ -270,7 +282,7 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_label("Region start (1-based)", exact=True).fill("80")
         page.get_by_label("Region end", exact=True).fill("110")
         page.get_by_role("button", name="Scan every substitution").click()
-        page.get_by_text("substitutions scored").first.wait_for(timeout=60_000)
+        page.get_by_text("substitutions scored").first.wait_for()
         assert not page.get_by_text("By consequence").is_visible()  # no coding sequence: no empty plot either
         page.screenshot(path=str(tmp_path / "scan.png"), full_page=True)
 
@@ -278,14 +290,14 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.locator("input[type=file][accept*='.vcf']").set_input_files(str(REPO / "assets" / "examples" / HBB["vcf"]))
         page.get_by_label("Window (bases)", exact=True).first.fill("300")
         page.get_by_role("button", name="Score VCF").click()
-        page.get_by_text("7 records, 8 ALT alleles: 7 scored").first.wait_for(timeout=60_000)
-        page.get_by_text("REF_mismatch").first.wait_for(timeout=10_000)
+        page.get_by_text("7 records, 8 ALT alleles: 7 scored").first.wait_for()
+        page.get_by_text("REF_mismatch").first.wait_for()
         page.screenshot(path=str(tmp_path / "vcf.png"), full_page=True)
 
         page.get_by_role("tab", name="Models").click()
-        page.get_by_text("drafts with").first.wait_for(timeout=30_000)
+        page.get_by_text("drafts with").first.wait_for()
         page.get_by_role("button", name="Load", exact=True).click()
-        page.get_by_text("Demo only").first.wait_for(timeout=30_000)  # the model card
+        page.get_by_text("Demo only").first.wait_for()  # the model card
         page.screenshot(path=str(tmp_path / "models.png"), full_page=True)
         browser.close()
     shot = REPO.parent / "screenshots"
@@ -303,23 +315,23 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
     stopped_before = _stopped(client)
     with sync_playwright() as p:
         browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page = _new_page(browser, 1400, 1800)
         page.goto(server)
         bases = page.get_by_label("Bases to generate (exact)", exact=True)
         for value, message in (("0", "the number of bases must be at least 1, not 0"),
                                ("2.5", "the number of bases must be a whole number, not 2.5")):
             bases.fill(value)
             page.get_by_role("button", name="Generate").click()
-            page.get_by_text(message).first.wait_for(timeout=30_000)
+            page.get_by_text(message).first.wait_for()
         page.get_by_label("Samples (1-64)", exact=True).fill("65")
         bases.fill("12")
         page.get_by_role("button", name="Generate").click()
-        page.get_by_text("the number of samples must be between 1 and 64, not 65").first.wait_for(timeout=30_000)
+        page.get_by_text("the number of samples must be between 1 and 64, not 65").first.wait_for()
 
         page.get_by_label("Samples (1-64)", exact=True).fill("8")
         bases.fill("1400")  # long enough to be stopped halfway
         page.get_by_role("button", name="Generate").click()
-        page.get_by_text("generating…").first.wait_for(timeout=60_000)
+        page.get_by_text("generating…").first.wait_for()
         page.get_by_role("button", name="Stop").click()
         # with the page still open: the button itself stopped it, not a closed connection
         assert _idle(client), "the stopped design still holds its request"
@@ -336,7 +348,7 @@ def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server, t
     with sync_playwright() as p:
         browser, page = _design_at_width(p, server, 400, 1600, 60)
         header = page.get_by_role("columnheader", name="reading frame")
-        header.wait_for(timeout=60_000)
+        header.wait_for()
         assert header.bounding_box()["width"] > 60  # a column, not one letter per line
         table = page.locator(".carbon-table table").first
         assert table.evaluate("t => getComputedStyle(t).overflowX") == "auto"
@@ -344,6 +356,23 @@ def test_at_phone_width_the_check_report_scrolls_instead_of_collapsing(server, t
         # the designs wrap in numbered lines inside their own scroller: the page itself never scrolls sideways
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
         page.screenshot(path=str(tmp_path / "phone_design.png"), full_page=True)
+        browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_a_press_while_the_last_design_still_draws_its_logo_is_not_lost(server):
+    """The designs are shown before their logo is drawn; a person who changes a field and presses
+    Generate at once gets the new design, not a button that silently did nothing."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = _design_at_width(p, server, 1400, 1800, 90)
+        page.get_by_text("design 1 (90 bases)").first.wait_for()
+        page.get_by_text("bases/s").first.wait_for()
+        page.get_by_label("Bases to generate (exact)", exact=True).fill("33")
+        page.get_by_role("button", name="Generate").click()  # the 90-base design's logo is still being drawn
+        page.get_by_text("design 1 (33 bases)").first.wait_for()
         browser.close()
 
 
@@ -355,7 +384,7 @@ def _stopped(client) -> int:
     return client.predict(api_name="/models")[2]["requests_stopped_early"]
 
 
-def _idle(client, seconds: float = 60) -> bool:
+def _idle(client, seconds: float = WAIT_S) -> bool:
     """Whether the server's running requests drop to 0 within `seconds` (a stream's generator
     is closed just after its client has the last result, or when it is dropped)."""
     deadline = time.time() + seconds
@@ -415,7 +444,7 @@ def test_sixteen_clients_at_once_get_the_serial_answers_and_memory_returns(leak_
     for _ in range(3):  # the first burst pays one-off costs (threads, allocator pools); later ones must not grow
         with ThreadPoolExecutor(max_workers=16) as pool:
             assert list(pool.map(one, requests)) == serial
-        assert _idle(client, 10)
+        assert _idle(client)
         after.append(rss_mb(process.pid))
     # MB: no per-request state is kept (the resident size of a busy server swings by tens of MB)
     assert after[2] - after[1] < 100, after
@@ -425,12 +454,12 @@ def test_a_cancelled_stream_releases_its_request_and_the_queue_moves_on(client):
     stopped = _stopped(client)
     job = client.submit("carbon-demo", "none", "none", "ATGGTGCA", None, 1400, "", "bp", 0.9, 0, 1.0, 5, 64, False,
                         api_name="/generate")
-    deadline = time.time() + 60
+    deadline = time.time() + WAIT_S
     while time.time() < deadline and not job.outputs():  # the first partial result has arrived
         time.sleep(0.05)
     assert job.outputs() and not job.done()
     job.cancel()
-    assert _idle(client, 30) and _stopped(client) == stopped + 1  # stopped, not run to its end
+    assert _idle(client) and _stopped(client) == stopped + 1  # stopped, not run to its end
     quick = client.predict("carbon-demo", "none", "none", "ATGGTGCA", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
                            api_name="/generate")[-1]
     assert quick["done"] and len(quick["sequences"][0]) == 12
@@ -440,13 +469,13 @@ def test_a_model_card_is_read_while_a_long_request_holds_the_model(client):
     region = HBB["scan_region"][0]
     job = client.submit("carbon-demo", "none", "none", hbb_sequence(), None, region, region + 40, 1500, "marginal", "",
                         api_name="/scan")  # one step of some twenty seconds on the model thread
-    deadline = time.time() + 60
+    deadline = time.time() + WAIT_S
     while time.time() < deadline and not client.predict(api_name="/models")[2]["requests_running"]:
         time.sleep(0.05)
     card = client.predict("carbon-demo-draft", api_name="/model_card")
     assert "carbon-demo-draft" in card and "Demo only" in card
     assert client.predict(api_name="/models")[2]["requests_running"] == 1  # answered while the scan still ran
-    assert len(job.result(timeout=300)[-1]["rows"]) == 123
+    assert len(job.result(timeout=WAIT_S)[-1]["rows"]) == 123
 
 
 def test_a_client_that_disconnects_mid_stream_releases_its_request(server, client):
@@ -456,9 +485,10 @@ def test_a_client_that_disconnects_mid_stream_releases_its_request(server, clien
         "from gradio_client import Client\n"
         f"job = Client({server!r}, verbose=False).submit('carbon-demo', 'none', 'none', 'ATGGTGCA', None, 1400, '',"
         " 'bp', 0.9, 0, 1.0, 6, 64, False, api_name='/generate')\n"
-        "while not job.outputs():\n"
+        f"deadline = time.time() + {WAIT_S}\n"
+        "while not job.outputs() and time.time() < deadline:\n"
         "    time.sleep(0.05)\n"
-        "print('streaming', flush=True)\n"
+        "print('streaming' if job.outputs() else 'nothing streamed', flush=True)\n"
         "time.sleep(600)\n")
     stopped = _stopped(client)
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -468,7 +498,7 @@ def test_a_client_that_disconnects_mid_stream_releases_its_request(server, clien
     finally:
         process.kill()
         process.wait(timeout=30)
-    assert _idle(client, 60) and _stopped(client) == stopped + 1
+    assert _idle(client) and _stopped(client) == stopped + 1
 
 
 def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
@@ -492,7 +522,7 @@ def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
         busy = [a for a in answers if a != "served"]
         assert busy and all("Queue is full" in a and "try again" in a for a in busy)
         assert answers.count("served") >= 3  # one running and two waiting always get through
-        assert _idle(Client(url, verbose=False), 30)
+        assert _idle(Client(url, verbose=False))
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -508,7 +538,7 @@ def test_a_ranking_that_cannot_run_leaves_the_delta_and_says_why(tmp_path):
         job = Client(url, verbose=False).submit("carbon-demo", "none", "none", hbb_sequence(), None, "1206:A>T", "",
                                                 1500, False, "marginal", "none", "", 2, api_name="/score_variant")
         with pytest.raises(AppError, match="memory budget"):
-            job.result(timeout=120)
+            job.result(timeout=WAIT_S)
         first, last = job.outputs()
         assert "delta = LL(alt)" in first[0] and "ranking it among every substitution within 2 bases" in first[0]
         assert "delta = LL(alt)" in last[0] and "not ranked:" in last[0] and "memory budget" in last[0]
@@ -575,7 +605,7 @@ def test_a_variants_score_is_shown_before_its_context_is_ranked(client):
     sickle = HBB["variants"][0]["variant"]
     job = client.submit("carbon-demo", "none", "none", hbb_sequence(), None, sickle, "", 300, False, "marginal",
                         "none", HBB["hbb_cds"], 4, api_name="/score_variant")
-    final = job.result(timeout=300)
+    final = job.result(timeout=WAIT_S)
     first, last = job.outputs()  # one update as soon as the delta is known, one with its context
     assert "ranking it among every substitution within 4 bases…" in first[0] and "more damaging than" not in first[0]
     assert "context" not in first[-1] and first[-1]["delta"] == last[-1]["delta"]
@@ -630,9 +660,9 @@ def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(serve
                        "cds": HBB["hbb_cds"], "context": 0})
     with sync_playwright() as p:
         browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page = _new_page(browser, 1400, 1600)
         page.goto(f"{server}?{query}")
-        page.get_by_text("missense p.Glu7Val").first.wait_for(timeout=60_000)
+        page.get_by_text("missense p.Glu7Val").first.wait_for()
         box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
         assert box.input_value() == f"{HBB['genome_contig']}:1206:A>T"
         link = page.get_by_role("link", name="Link to this result")
