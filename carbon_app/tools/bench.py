@@ -163,8 +163,9 @@ def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float
     """Bytes a batch-1 decode step must read (decoder weights, k-mer head, KV cache) over its time."""
     read = decode_step_bytes(bundle, mean_context)
     achieved = read / step_seconds / 1e9
-    line = (f"decode step {1000 * step_seconds:.1f} ms reads {read / 1e9:.2f} GB: {achieved:.0f} GB/s, "
-            f"{100 * achieved / peak:.0f}% of the measured copy bandwidth ({peak:.0f} GB/s)")
+    # three significant figures: a tiny CPU shape's share is a fraction of a percent, and must not print as 0
+    line = (f"decode step {1000 * step_seconds:.1f} ms reads {read / 1e9:.3g} GB: {achieved:.3g} GB/s, "
+            f"{100 * achieved / peak:.3g}% of the measured copy bandwidth ({peak:.0f} GB/s)")
     if bundle.device.type == "cuda":
         name = device_name(bundle.device)
         nominal = next((v for k, v in NOMINAL_GB_S.items() if k in name), None)
