@@ -159,13 +159,18 @@ def decode_step_bytes(bundle, mean_context: int) -> int:
     return weights + bundle.working_bytes(mean_context, 0, 0)
 
 
+def figure(value: float) -> str:
+    """A reading with three significant figures and no exponent: 1612, 45.3, 0.812 (a tiny CPU shape's
+    bandwidth share is a fraction of a percent, and must not print as 0)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float) -> None:
     """Bytes a batch-1 decode step must read (decoder weights, k-mer head, KV cache) over its time."""
     read = decode_step_bytes(bundle, mean_context)
     achieved = read / step_seconds / 1e9
-    # three significant figures: a tiny CPU shape's share is a fraction of a percent, and must not print as 0
-    line = (f"decode step {1000 * step_seconds:.1f} ms reads {read / 1e9:.3g} GB: {achieved:.3g} GB/s, "
-            f"{100 * achieved / peak:.3g}% of the measured copy bandwidth ({peak:.0f} GB/s)")
+    line = (f"decode step {1000 * step_seconds:.1f} ms reads {figure(read / 1e9)} GB: {figure(achieved)} GB/s, "
+            f"{figure(100 * achieved / peak)}% of the measured copy bandwidth ({peak:.0f} GB/s)")
     if bundle.device.type == "cuda":
         name = device_name(bundle.device)
         nominal = next((v for k, v in NOMINAL_GB_S.items() if k in name), None)
