@@ -174,7 +174,7 @@ def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float
     if bundle.device.type == "cuda":
         name = device_name(bundle.device)
         nominal = next((v for k, v in NOMINAL_GB_S.items() if k in name), None)
-        line += f", {100 * achieved / nominal:.0f}% of {name}'s nominal {nominal} GB/s" if nominal else f" ({name})"
+        line += f", {figure(100 * achieved / nominal)}% of {name}'s nominal {nominal} GB/s" if nominal else f" ({name})"
     print(line + "  (goal on a GPU: >= 60%)")
 
 
