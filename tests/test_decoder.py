@@ -117,29 +117,41 @@ def test_lean_forward_in_bfloat16_on_cuda_follows_transformers_through_steps_ver
 
 @pytest.mark.gpu
 @torch.inference_mode()
-def test_the_graphed_compiled_step_in_bfloat16_on_cuda_follows_transformers_through_verifies_and_crops():
-    """What a GPU decode step runs (the shape-static forward, its layers compiled, replayed as CUDA graphs)
-    against `transformers` in bf16: the tolerance of the eager lean forward's test above."""
+def test_the_graphed_compiled_step_in_bfloat16_on_cuda_is_as_close_to_float32_as_transformers_bfloat16():
+    """What a GPU decode step runs (the shape-static forward, each layer compiled, replayed as CUDA
+    graphs) in bf16, through steps, verifies and crops, against `transformers` in float32: no further from
+    it than `transformers`' own bf16 forward (mean error within 1.5x of its, largest within 2x). Compiled
+    kernels keep intermediates in float32 where the eager ones round to bf16, so the two bf16 forwards
+    differ from each other by a bf16 step here and there and cannot be held to each other's values."""
     from carbon_app.model.graphs import StaticForward
 
-    reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
-    reference, model = reference.to("cuda", torch.bfloat16), model.to("cuda", torch.bfloat16)
+    truth, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
+    half = copy.deepcopy(truth).to("cuda", torch.bfloat16)
+    truth, model = truth.to("cuda"), model.to("cuda", torch.bfloat16)
     lean = LeanDecoder(model)
-    ours, theirs = preallocated_cache(reference.config, 40), preallocated_cache(reference.config, 40)
+    caches = [preallocated_cache(truth.config, 40) for _ in range(3)]
+    ours, theirs, exact = caches
     prompt = torch.randint(0, 300, (1, 11), device="cuda")
     lean(prompt, ours)
-    reference.model(input_ids=prompt, past_key_values=theirs, use_cache=True)
-    ours.batch_repeat_interleave(2)
-    theirs.batch_repeat_interleave(2)
-    forward = StaticForward(lean, ours, batch=2, graph=True, fused=True)
+    half.model(input_ids=prompt, past_key_values=theirs, use_cache=True)
+    truth.model(input_ids=prompt, past_key_values=exact, use_cache=True)
+    for cache in caches:
+        cache.batch_repeat_interleave(2)
+    forward = StaticForward(lean, ours, batch=2, graph=True, compiled=True)
+    errors = {"ours": [], "transformers": []}
     for new, back in [(1, 0), (1, 0), (5, 3), (1, 0), (4, 0), (1, 2), (1, 0)]:
         ids = torch.randint(0, 300, (2, new), device="cuda")
-        got = forward(ids)
-        want = reference.model(input_ids=ids, past_key_values=theirs, use_cache=True).last_hidden_state
-        torch.testing.assert_close(got.float(), want.float(), rtol=0.03, atol=0.03)
+        want = truth.model(input_ids=ids, past_key_values=exact, use_cache=True).last_hidden_state
+        errors["ours"].append((forward(ids).float() - want).abs())
+        their = half.model(input_ids=ids, past_key_values=theirs, use_cache=True).last_hidden_state
+        errors["transformers"].append((their.float() - want).abs())
         if back:
-            ours.crop(-back)
-            theirs.crop(-back)
+            for cache in caches:
+                cache.crop(-back)
+    ours_error, their_error = (torch.cat([e.flatten() for e in errors[k]]) for k in ("ours", "transformers"))
+    assert their_error.mean() > 0  # bf16 does round: the comparison means something
+    assert ours_error.mean() <= 1.5 * their_error.mean(), (ours_error.mean(), their_error.mean())
+    assert ours_error.max() <= 2 * their_error.max(), (ours_error.max(), their_error.max())
     assert set(forward.pool.graphs) == {1, 4, 5}
 
 
@@ -215,12 +227,12 @@ def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architec
         forward(torch.zeros(2, 40, dtype=torch.long))
 
 
-@pytest.mark.parametrize("fused", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
 @torch.inference_mode()
-def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_the_same(fused):
+def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_the_same(compiled):
     """A pool's buffers outlive the run that made them: the next run, with another prompt of another
     length, copies its own keys and values in (and nothing of the last run stays readable) and steps
-    exactly as the plain forward does. `fused` runs the layers' compiled parts (inductor's CPU kernels
+    exactly as the plain forward does. `compiled` runs the compiled layer (inductor's CPU kernels
     here; a GPU's graphs replay them), which reorder float sums: equal to 1e-5."""
     from carbon_app.model.graphs import GraphPool, StaticForward, pool_capacity
 
@@ -233,7 +245,7 @@ def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_t
         lean(prompt, static)
         pool = pool or GraphPool.allocate(static, batch=1, capacity=pool_capacity(33))
         assert pool_capacity(33) == 256 and pool.fits(static, 1) and not pool.fits(static, 2)
-        forward = StaticForward(lean, static, batch=1, graph=False, pool=pool, fused=fused)
+        forward = StaticForward(lean, static, batch=1, graph=False, pool=pool, compiled=compiled)
         assert pool.in_use and static.layers[0]._key_buffer.data_ptr() == pool.keys[0].data_ptr()
         for new in (1, 3, 1):
             ids = torch.randint(0, 300, (1, new))
@@ -276,20 +288,20 @@ def test_a_step_whose_compiling_fails_runs_uncompiled_with_a_warning(monkeypatch
     def no_compiler():
         def fail(*args):
             raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
-        return fail, fail
+        return fail
 
-    monkeypatch.setattr(decoder_module, "fused_parts", no_compiler)
+    monkeypatch.setattr(decoder_module, "compiled_static_layer", no_compiler)
     monkeypatch.setattr(graphs, "_compile_failure", None)
     reference, _, lean = _reference_and_lean(ARCHITECTURES["llama-gqa"])
     prompt = torch.randint(0, 300, (1, 9))
     plain, static = preallocated_cache(reference.config, 20), preallocated_cache(reference.config, 20)
     lean(prompt, plain)
     lean(prompt, static)
-    forward = graphs.StaticForward(lean, static, batch=1, graph=False, fused=True)
+    forward = graphs.StaticForward(lean, static, batch=1, graph=False, compiled=True)
     ids = torch.randint(0, 300, (1, 1))
     with pytest.warns(RuntimeWarning, match="runs uncompiled: RuntimeError: Failed to find C compiler"):
         torch.testing.assert_close(forward(ids), lean(ids, plain), rtol=0, atol=1e-5)
-    assert not forward.fused and not graphs.compile_enabled()
+    assert not forward.compiled and not graphs.compile_enabled()
 
 
 @pytest.mark.gpu

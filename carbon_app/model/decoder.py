@@ -64,7 +64,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 # A layer is these two parts with the cache write and attention between them. They take tensors and
-# numbers only, so one compiled version of each (`fused_parts`) serves every layer of every model.
+# numbers only, so one compiled version (`compiled_static_layer`) serves every layer of every model.
 
 def _attention_inputs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                       qkv_weight: torch.Tensor, qkv_bias: torch.Tensor | None, q_size: int, kv_size: int,
@@ -89,20 +89,49 @@ def _layer_output(x: torch.Tensor, attn: torch.Tensor, o_weight: torch.Tensor, o
     return x + F.linear(F.silu(gate) * up, down_weight, down_bias)
 
 
-_fused_parts: tuple | None = None
+def _masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                      scale: torch.Tensor) -> torch.Tensor:
+    """Attention of the new queries [batch, heads, new, head_dim] over whole key and value buffers
+    [batch, kv heads, capacity, head_dim], `mask` [new, capacity] (True = attend). The query heads that
+    share a key head are read as extra rows of that head, so keys are never repeated for them; scores
+    and softmax are in float32. Written out rather than through scaled-dot-product attention, whose
+    kernels for a mask with grouped heads are its unfused reference ones (about eight per layer), so
+    that a compiled layer fuses the scaling, mask and softmax into one kernel."""
+    batch, heads, new, head_dim = q.shape
+    groups = heads // keys.shape[1]
+    rows = q.reshape(batch, keys.shape[1], groups * new, head_dim)
+    scores = torch.matmul(rows, keys.transpose(-1, -2)).float() * scale
+    scores = scores.masked_fill(~mask.repeat(groups, 1), float("-inf"))
+    weights = torch.softmax(scores, dim=-1).to(values.dtype)
+    return torch.matmul(weights, values).view(batch, heads, new, head_dim)
 
 
-def fused_parts() -> tuple:
-    """`_attention_inputs` and `_layer_output` compiled by `torch.compile` (once per process, shapes
-    dynamic): at batch 1 a layer's norms, rotations and activations are a dozen tiny kernels each, and
-    on a GPU their launches cost as much as reading the layer's weights; fused, a layer is about eight
-    kernels. Every layer and model shares these two, so the compile limit is raised to cover the
-    shapes a process meets (models, batch sizes, verify lengths)."""
-    global _fused_parts
-    if _fused_parts is None:
+def _static_layer(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+                  mask: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: torch.Tensor,
+                  attention_inputs: tuple, output: tuple) -> torch.Tensor:
+    """One layer over fixed key and value buffers: the new tokens' keys and values written at
+    `positions` [new], then attention under `mask` [new, capacity] and the MLP."""
+    q, k, v = _attention_inputs(x, cos, sin, *attention_inputs)
+    keys.index_copy_(2, positions, k)
+    values.index_copy_(2, positions, v)
+    return _layer_output(x, _masked_attention(q, keys, values, mask, scale), *output)
+
+
+_compiled_static_layer = None
+
+
+def compiled_static_layer():
+    """`_static_layer` compiled by `torch.compile` (once per process, shapes dynamic): at batch 1 a
+    layer's norms, rotations, cache writes, softmax and activations are dozens of tiny kernels, and on a
+    GPU their launches cost as much as reading the layer's weights; fused, a layer is about a dozen
+    kernels. Every layer of every model shares it (the attention scale is a tensor, so a model's head
+    size does not compile it again), and the compile limit covers the shapes a process meets (models,
+    batch sizes, verify lengths)."""
+    global _compiled_static_layer
+    if _compiled_static_layer is None:
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        _fused_parts = (torch.compile(_attention_inputs, dynamic=True), torch.compile(_layer_output, dynamic=True))
-    return _fused_parts
+        _compiled_static_layer = torch.compile(_static_layer, dynamic=True)
+    return _compiled_static_layer
 
 
 class _Layer:
@@ -112,6 +141,7 @@ class _Layer:
         qkv_weight, qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
         gate_up_weight, gate_up_bias = _fuse([mlp.gate_proj, mlp.up_proj])
         self.scaling = attn.scaling
+        self.scale = torch.tensor(attn.scaling, dtype=torch.float32, device=qkv_weight.device)
         self.attention_inputs = (input_norm.weight, input_norm.variance_epsilon, qkv_weight, qkv_bias,
                                  attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0], attn.head_dim)
         self.output = (attn.o_proj.weight, attn.o_proj.bias, post_norm.weight, post_norm.variance_epsilon,
@@ -182,19 +212,33 @@ class LeanDecoder:
         return self.forward(input_ids, positions, store, mask, causal)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, store, mask: torch.Tensor | None,
-                causal: bool, fused: bool = False) -> torch.Tensor:
+                causal: bool) -> torch.Tensor:
         """The stack itself, for new tokens at `positions` [1, new]: `store(layer index, keys, values)`
         keeps the new keys and values and returns all those to attend to (None: the new ones only);
-        `mask` (True = attend) or `causal` says which of them each new token sees; `fused` runs the
-        compiled layer parts (`fused_parts`)."""
-        attention_inputs, layer_output = fused_parts() if fused else (_attention_inputs, _layer_output)
+        `mask` (True = attend) or `causal` says which of them each new token sees."""
         x = self.embed(input_ids)
         cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions))  # [1, 1, new, head_dim]
         for index, layer in enumerate(self.layers):
-            q, k, v = attention_inputs(x, cos, sin, *layer.attention_inputs)
+            q, k, v = _attention_inputs(x, cos, sin, *layer.attention_inputs)
             if store is not None:
                 k, v = store(index, k, v)
             attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                                   scale=layer.scaling, enable_gqa=True)
-            x = layer_output(x, attn, *layer.output)
+            x = _layer_output(x, attn, *layer.output)
+        return self._final_norm(x)
+
+    def static_forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keys: list[torch.Tensor],
+                       values: list[torch.Tensor], mask: torch.Tensor, compiled: bool = False) -> torch.Tensor:
+        """The stack over fixed per-layer key and value buffers [batch, kv heads, capacity, head_dim]
+        (a CUDA graph's): new tokens at `positions` [new] are written there and attend under `mask`
+        [new, capacity]; `compiled` runs `compiled_static_layer`."""
+        layer_step = compiled_static_layer() if compiled else _static_layer
+        x = self.embed(input_ids)
+        cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions.unsqueeze(0)))
+        for layer, layer_keys, layer_values in zip(self.layers, keys, values, strict=True):
+            x = layer_step(x, cos, sin, positions, mask, layer_keys, layer_values, layer.scale,
+                           layer.attention_inputs, layer.output)
+        return self._final_norm(x)
+
+    def _final_norm(self, x: torch.Tensor) -> torch.Tensor:
         return _rms_norm(x, self.final_norm.weight, self.final_norm.variance_epsilon)

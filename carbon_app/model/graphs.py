@@ -13,8 +13,8 @@ weight, so the step computes what the plain forward computes.
 lean decoder, `CARBON_CUDA_GRAPHS` not 0) and the plain forward elsewhere.
 Several new tokens at once (a speculative verify) work the same way, with a
 mask per new token; each count gets its own graph. On a GPU the graphed step
-runs the decoder's compiled layer parts (`decoder.fused_parts`;
-`CARBON_COMPILE=0` keeps them eager). The static forward also runs without a
+runs the decoder's compiled layer (`decoder.compiled_static_layer`;
+`CARBON_COMPILE=0` keeps it eager). The static forward also runs without a
 graph, which is how a CPU tests it.
 
 Capturing costs a few steps' time per token count, so the buffers and the
@@ -43,6 +43,9 @@ from .decoder import LeanDecoder
 KEPT_POOL_BYTES = 512 * 2**20
 KEPT_POOLS = 4
 MIN_POOL_CAPACITY = 256
+#: The most new tokens a step replays as a graph (one graph per count); a longer one (a draft catching up
+#: after the target ran alone) runs the same static forward without one.
+MAX_GRAPHED_TOKENS = 16
 
 
 def graphs_enabled() -> bool:
@@ -104,8 +107,8 @@ class StaticForward:
     writes where the cache now ends. The cache's layers are moved onto `pool`'s buffers (a pool of
     their own size when none is given), so the graphs read what the cache holds."""
 
-    def __init__(self, decoder: LeanDecoder, cache, batch: int, graph: bool, max_graphed: int = 16,
-                 pool: GraphPool | None = None, fused: bool = False):
+    def __init__(self, decoder: LeanDecoder, cache, batch: int, graph: bool, max_graphed: int = MAX_GRAPHED_TOKENS,
+                 pool: GraphPool | None = None, compiled: bool = False):
         self.decoder, self.layers = decoder, cache.layers
         if self.layers[0]._key_buffer.shape[0] != batch:
             raise ValueError(f"the cache holds {self.layers[0]._key_buffer.shape[0]} rows, not {batch}")
@@ -122,19 +125,13 @@ class StaticForward:
             layer._key_buffer, layer._value_buffer = keys, values
             layer._expose()
         self.capacity, self.device = self.pool.capacity, self.pool.device
-        self.batch, self.graph, self.max_graphed, self.fused = batch, graph, max_graphed, fused
+        self.batch, self.graph, self.max_graphed, self.compiled = batch, graph, max_graphed, compiled
 
     def _forward(self, ids: torch.Tensor) -> torch.Tensor:
         pool = self.pool
         positions = pool.start + torch.arange(ids.shape[1], device=self.device)
-
-        def store(index: int, keys: torch.Tensor, values: torch.Tensor):
-            pool.keys[index].index_copy_(2, positions, keys)
-            pool.values[index].index_copy_(2, positions, values)
-            return pool.keys[index], pool.values[index]
-
-        mask = (pool.columns.unsqueeze(0) <= positions.unsqueeze(1)).view(1, 1, ids.shape[1], -1)
-        return self.decoder.forward(ids, positions.unsqueeze(0), store, mask, causal=False, fused=self.fused)
+        mask = pool.columns.unsqueeze(0) <= positions.unsqueeze(1)  # [new, capacity]: what each new token sees
+        return self.decoder.static_forward(ids, positions, pool.keys, pool.values, mask, compiled=self.compiled)
 
     def _first_forward(self, ids: torch.Tensor) -> torch.Tensor:
         """`_forward`, where the compiled layers are first called: should compiling fail (a machine
@@ -143,12 +140,12 @@ class StaticForward:
         try:
             return self._forward(ids)
         except Exception as error:  # noqa: BLE001 (re-raised unless the compiled parts were running)
-            if not self.fused:
+            if not self.compiled:
                 raise
             _compile_failure = f"{type(error).__name__}: {error}"[:500]
             warnings.warn(f"compiling the decode step failed, so it runs uncompiled: {_compile_failure}",
                           RuntimeWarning, stacklevel=2)
-            self.fused = False
+            self.compiled = False
             return self._forward(ids)
 
     def _captured(self, new: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]:
@@ -213,5 +210,5 @@ def forward_over(bundle, cache, batch: int) -> Callable[[torch.Tensor], torch.Te
     if (bundle.decoder is not None and bundle.device.type == "cuda" and graphs_enabled()
             and getattr(layer, "is_initialized", False) and hasattr(layer, "_key_buffer")):
         return StaticForward(bundle.decoder, cache, batch, graph=True, pool=_pool_for(bundle, cache, batch),
-                             fused=compile_enabled())
+                             compiled=compile_enabled())
     return lambda input_ids: bundle.hidden_states(input_ids, cache)
