@@ -27,18 +27,20 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from ..model.bundle import ModelBundle
-from ..model.graphs import forward_over
+from ..model.graphs import MAX_GRAPHED_TOKENS, forward_over
 from ..model.kv import preallocated_cache
 from .constraints import ConstraintChecker, constrained_logprobs, path_allowed
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 
-MIN_DRAFT, MAX_DRAFT = 1, 8
+# A round's draft grows by one token after a round wholly accepted, up to MAX_DRAFT: its verify pass of
+# MAX_DRAFT + 1 tokens is the longest a GPU replays as a graph.
+MIN_DRAFT, MAX_DRAFT = 1, MAX_GRAPHED_TOKENS - 1
 CALIBRATION_STEPS = 2  # plain target steps that measure the speed to beat
 MIN_ROUNDS_BEFORE_FALLBACK = 2  # for a draft that has had nothing accepted
 STALL_PROOF_ROUNDS = 4  # a draft that agrees is judged on at least this many rounds, the slowest left out
@@ -210,19 +212,24 @@ def speculative_decode_kmers(
     done = 0
     policy = DraftPolicy(stats, n_steps, always)
 
-    def plain_tokens(count: int):
-        """`count` tokens from the target alone, each timed with the caller's work on it, as the
-        drafted rounds are, so the two speeds compare like for like."""
+    def plain_tokens(count: int, timed: bool = True):
+        """`count` tokens from the target alone. Timed ones (calibration, probes) are each timed with the
+        caller's work on it, as the drafted rounds are, so the two speeds compare like for like; after a
+        fall-back they are not, since waiting for the GPU at every token would keep the host from
+        queueing the next one and make the fall-back slower than the target alone."""
         nonlocal done, pending, draft_feed, texts
         for _ in range(count):
             began = time.perf_counter()
-            with _timed(t_time, device):
+            with _timed(t_time, device) if timed else nullcontext():
                 hidden = t_forward(pending.unsqueeze(1))[:, -1]
                 p = distribution(target.kmer_logits(hidden), done, texts)
                 token = choose(p, noise(done) if noise else None)
             texts = extended(texts, token)
             yield token, p
-            policy.plain_step_took(time.perf_counter() - began)
+            if timed:
+                policy.plain_step_took(time.perf_counter() - began)
+            else:
+                stats.plain_tokens += 1
             done += 1
             if stats.fallback_reason is None:  # the draft will read these tokens when it next proposes
                 draft_feed = torch.cat([draft_feed, (token + kmer_start).unsqueeze(1)], dim=1)
@@ -235,7 +242,8 @@ def speculative_decode_kmers(
             yield from plain_tokens(1)
             continue
         if action == "alone":
-            yield from plain_tokens(n_steps - done)
+            with _timed(t_time, device):  # the rest as one stretch of the target's time
+                yield from plain_tokens(n_steps - done, timed=False)
             break
         round_began, done_before = time.perf_counter(), done
         gamma = min(draft_length, n_steps - done)
@@ -252,8 +260,11 @@ def speculative_decode_kmers(
                 feed = (x + kmer_start).unsqueeze(1)
         with _timed(t_time, device):  # the target scores pending + all proposals in one pass
             verify = torch.stack([pending, *[x + kmer_start for x in proposals]], dim=1)
-            logits = target.kmer_logits(t_forward(verify))  # [S, gamma + 1, 4^k]
-            p = [distribution(logits[:, i], done + i, paths[i]) for i in range(len(noises))]
+            logits = target.kmer_logits(t_forward(verify))[:, : len(noises)]  # [S, gamma + 1, 4^k]
+            if checker is None and all(masks[done + i] is None for i in range(len(noises))):
+                p = list(step_logprobs(logits.flatten(0, 1), params).view(logits.shape).unbind(1))  # all at once
+            else:
+                p = [distribution(logits[:, i], done + i, paths[i]) for i in range(len(noises))]
         picks = [choose(p[i], noises[i]) for i in range(len(noises))]  # what the target alone makes
         x = torch.stack(proposals, dim=1)  # [S, gamma]
         m, per_row = accepted_length(x, torch.stack(picks[:gamma], dim=1))
