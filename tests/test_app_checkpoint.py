@@ -43,7 +43,8 @@ def _served_like_the_engine(tmp_path, tokenizer_dir, shape: str, device: str, dt
 
     model_dir = write_model_dir(tmp_path / f"carbon-{shape}", shape, layout="carbon", text_tokenizer_dir=tokenizer_dir,
                                 seed=3, dtype=dtype, device=device)
-    process, url = start_app(tmp_path / "app.log", CARBON_MODEL=str(model_dir), CARBON_OUTPUT_DIR=str(tmp_path / "out"),
+    log = tmp_path / "app.log"
+    process, url = start_app(log, CARBON_MODEL=str(model_dir), CARBON_OUTPUT_DIR=str(tmp_path / "out"),
                              HF_HUB_OFFLINE="1")
     try:
         client = Client(url, verbose=False)
@@ -77,6 +78,9 @@ def _served_like_the_engine(tmp_path, tokenizer_dir, shape: str, device: str, dt
         assert [row[3] for row in scan["rows"]] == pytest.approx([row[3] for row in expected_rows], abs=tolerance)
         same_substitution = next(row for row in scan["rows"] if row[0] == POSITION and row[2] == alt)
         assert same_substitution[3] == pytest.approx(scored["delta"], abs=tolerance)  # one window rule
+    except Exception as error:  # the app's own traceback, which the client's error does not carry
+        tail = log.read_text()[-6000:]
+        raise AssertionError(f"{error}\n--- the app's log, last 6,000 characters ---\n{tail}") from error
     finally:
         process.terminate()
         process.wait(timeout=60)
