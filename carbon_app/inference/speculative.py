@@ -242,7 +242,7 @@ def speculative_decode_kmers(
             yield from plain_tokens(1)
             continue
         if action == "alone":
-            with _timed(t_time, device):  # the rest as one stretch of the target's time
+            with _timed(t_time, device):  # the rest as one stretch (the caller's work between tokens in it)
                 yield from plain_tokens(n_steps - done, timed=False)
             break
         round_began, done_before = time.perf_counter(), done

@@ -96,7 +96,8 @@ def _masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     share a key head are read as extra rows of that head, so keys are never repeated for them; scores
     and softmax are in float32. Written out rather than through scaled-dot-product attention, whose
     kernels for a mask with grouped heads are its unfused reference ones (about eight per layer), so
-    that a compiled layer fuses the scaling, mask and softmax into one kernel."""
+    that a compiled layer fuses the scaling, mask and softmax into one kernel. (It writes the scores out,
+    which the fused kernel does not: 64-sample designs took 10-17% longer with it on an H200.)"""
     batch, heads, new, head_dim = q.shape
     groups = heads // keys.shape[1]
     rows = q.reshape(batch, keys.shape[1], groups * new, head_dim)
