@@ -261,7 +261,7 @@ def speculative_decode_kmers(
         with _timed(t_time, device):  # the target scores pending + all proposals in one pass
             verify = torch.stack([pending, *[x + kmer_start for x in proposals]], dim=1)
             logits = target.kmer_logits(t_forward(verify))[:, : len(noises)]  # [S, gamma + 1, 4^k]
-            if checker is None and all(masks[done + i] is None for i in range(len(noises))):
+            if checker is None and all(masks.free[done + i] for i in range(len(noises))):  # no mask to build
                 p = list(step_logprobs(logits.flatten(0, 1), params).view(logits.shape).unbind(1))  # all at once
             else:
                 p = [distribution(logits[:, i], done + i, paths[i]) for i in range(len(noises))]

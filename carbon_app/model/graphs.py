@@ -139,7 +139,7 @@ class StaticForward:
         global _compile_failure
         try:
             return self._forward(ids)
-        except Exception as error:  # noqa: BLE001 (re-raised unless the compiled parts were running)
+        except Exception as error:  # noqa: BLE001 (re-raised unless the compiled layer was running)
             if not self.compiled:
                 raise
             _compile_failure = f"{type(error).__name__}: {error}"[:500]
