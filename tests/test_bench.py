@@ -71,7 +71,10 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, 
     for key in ("decode_tok_s", "decode_gb_s", "bw_fraction", "stock_tok_s", "ours_over_stock", "batched64_bp_s",
                 "decode_step_ms", "forward_step_ms", "bandwidth_bound_ms", "ours_over_stock_same_kernels"):
         assert figures[key] > 0, key
+    assert figures["forward_step_64"]["rows"] == 64
+    assert figures["forward_step_64"]["written_ms"] > 0 and figures["forward_step_64"]["fused_ms"] > 0
     assert "| tiny |" in report_table(report) and "| tiny |" in capsys.readouterr().out
+    assert "over 64 samples, attention written out / through scaled-dot-product attention: tiny" in report_table(report)
     scoring = report["scoring"]
     assert scoring["batch_snvs"] == 100 and scoring["batch_max_delta_diff"] < 1e-4
     assert scoring["frames_cost"] > 0 and scoring["batch_speedup"] > 0

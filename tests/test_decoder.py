@@ -196,12 +196,18 @@ def test_generation_is_the_same_with_the_lean_and_the_transformers_forward(compa
 
 
 @pytest.mark.parametrize("architecture", ["llama-gqa", "qwen2-qkv-bias"])
+@pytest.mark.parametrize("fused_from_rows", [None, 2])
 @torch.inference_mode()
-def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architecture):
+def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architecture, fused_from_rows, monkeypatch):
     """The shape-static forward CUDA graphs replay (run eagerly here): whole-capacity attention under a
     mask of the written positions gives the plain forward's hidden states, for one new token (a decode
-    step) and several (a speculative verify), also after steps back."""
+    step) and several (a speculative verify), also after steps back; with the attention written out
+    and through scaled-dot-product attention (`FUSED_ATTENTION_FROM_ROWS`; these runs have 2 rows)."""
+    from carbon_app.model import decoder as decoder_module
     from carbon_app.model.graphs import StaticForward
+
+    monkeypatch.setattr(decoder_module, "FUSED_ATTENTION_FROM_ROWS", fused_from_rows)
+    assert (decoder_module.static_attention(2) is decoder_module._fused_attention) == (fused_from_rows is not None)
 
     reference, _, lean = _reference_and_lean(ARCHITECTURES[architecture])
     prompt = torch.randint(0, 300, (1, 9))
@@ -227,14 +233,20 @@ def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architec
         forward(torch.zeros(2, 40, dtype=torch.long))
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(("compiled", "fused_from_rows"), [(False, None),
+                                                           pytest.param(True, None, marks=pytest.mark.slow),
+                                                           pytest.param(True, 1, marks=pytest.mark.slow)])
 @torch.inference_mode()
-def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_the_same(compiled):
+def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_the_same(compiled, fused_from_rows,
+                                                                                       monkeypatch):
     """A pool's buffers outlive the run that made them: the next run, with another prompt of another
     length, copies its own keys and values in (and nothing of the last run stays readable) and steps
     exactly as the plain forward does. `compiled` runs the compiled layer (inductor's CPU kernels
-    here; a GPU's graphs replay them), which reorder float sums: equal to 1e-5."""
+    here; a GPU's graphs replay them), which reorder float sums: equal to 1e-5; with either attention."""
+    from carbon_app.model import decoder as decoder_module
     from carbon_app.model.graphs import GraphPool, StaticForward, pool_capacity
+
+    monkeypatch.setattr(decoder_module, "FUSED_ATTENTION_FROM_ROWS", fused_from_rows)
 
     reference, _, lean = _reference_and_lean(ARCHITECTURES["llama-biases-llama3-rope"])
     pool = None
@@ -307,11 +319,15 @@ def test_a_step_whose_compiling_fails_runs_uncompiled_with_a_warning(monkeypatch
 @pytest.mark.gpu
 @pytest.mark.parametrize("options", [dict(temperature=0.0, samples=1), dict(temperature=0.8, top_k=40, seed=5,
                                                                            samples=4)])
-def test_cuda_graph_decoding_gives_the_eager_designs(compact_model_dir, options, monkeypatch):
+@pytest.mark.parametrize("fused_from_rows", [None, 1])
+def test_cuda_graph_decoding_gives_the_eager_designs(compact_model_dir, options, fused_from_rows, monkeypatch):
     """On a GPU the decode step is a replayed CUDA graph of compiled layers; the designs equal the eager
-    forward's. In fp32, as below: the compiled layers round bf16 differently from the eager ones."""
+    forward's, with the static layer's attention written out and through scaled-dot-product attention.
+    In fp32, as below: the compiled layers round bf16 differently from the eager ones."""
+    from carbon_app.model import decoder as decoder_module
     from carbon_app.model.bundle import load_bundle
 
+    monkeypatch.setattr(decoder_module, "FUSED_ATTENTION_FROM_ROWS", fused_from_rows)
     bundle = load_bundle(str(compact_model_dir), device="cuda", dtype=torch.float32)
     kwargs = dict(prompt="ACGTTGCAACGTAGCTAGGCTA", n_bases=300, **options)
     graphed = generate(bundle, **kwargs).sequences

@@ -95,9 +95,10 @@ def _masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     [batch, kv heads, capacity, head_dim], `mask` [new, capacity] (True = attend). The query heads that
     share a key head are read as extra rows of that head, so keys are never repeated for them; scores
     and softmax are in float32. Written out rather than through scaled-dot-product attention, whose
-    kernels for a mask with grouped heads are its unfused reference ones (about eight per layer), so
+    kernels for a mask with `enable_gqa` are its unfused reference ones (about eight per layer), so
     that a compiled layer fuses the scaling, mask and softmax into one kernel. (It writes the scores out,
-    which the fused kernel does not: 64-sample designs took 10-17% longer with it on an H200.)"""
+    which a fused kernel does not: 64-sample designs took 10-17% longer with it on an H200 than with
+    eager attention between two compiled halves; `_fused_attention` is the alternative for many rows.)"""
     batch, heads, new, head_dim = q.shape
     groups = heads // keys.shape[1]
     rows = q.reshape(batch, keys.shape[1], groups * new, head_dim)
@@ -107,15 +108,39 @@ def _masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return torch.matmul(weights, values).view(batch, heads, new, head_dim)
 
 
+def _fused_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                     scale: torch.Tensor) -> torch.Tensor:
+    """`_masked_attention` through scaled-dot-product attention: the grouped query heads are rows of
+    their key head here too, so no key is repeated and the memory-efficient kernel takes the mask (it
+    never writes the scores out). The queries are scaled first, since the kernel's scale is a number."""
+    batch, heads, new, head_dim = q.shape
+    groups = heads // keys.shape[1]
+    rows = (q * scale).to(q.dtype).reshape(batch, keys.shape[1], groups * new, head_dim)
+    attn = F.scaled_dot_product_attention(rows, keys, values, attn_mask=mask.repeat(groups, 1), scale=1.0)
+    return attn.view(batch, heads, new, head_dim)
+
+
+#: From this many rows (samples) a static layer's attention is `_fused_attention`, below it
+#: `_masked_attention`; None: never. Which is faster at which batch is a GPU measurement
+#: (`gpu_report`'s `forward_step_64_ms`), so the written-out form stays until one says otherwise.
+FUSED_ATTENTION_FROM_ROWS: int | None = None
+
+
+def static_attention(rows: int):
+    """The attention a static layer over `rows` samples uses (`FUSED_ATTENTION_FROM_ROWS`)."""
+    fused = FUSED_ATTENTION_FROM_ROWS is not None and rows >= FUSED_ATTENTION_FROM_ROWS
+    return _fused_attention if fused else _masked_attention
+
+
 def _static_layer(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
                   mask: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: torch.Tensor,
-                  attention_inputs: tuple, output: tuple) -> torch.Tensor:
+                  attention_inputs: tuple, output: tuple, attention=_masked_attention) -> torch.Tensor:
     """One layer over fixed key and value buffers: the new tokens' keys and values written at
-    `positions` [new], then attention under `mask` [new, capacity] and the MLP."""
+    `positions` [new], then `attention` under `mask` [new, capacity] and the MLP."""
     q, k, v = _attention_inputs(x, cos, sin, *attention_inputs)
     keys.index_copy_(2, positions, k)
     values.index_copy_(2, positions, v)
-    return _layer_output(x, _masked_attention(q, keys, values, mask, scale), *output)
+    return _layer_output(x, attention(q, keys, values, mask, scale), *output)
 
 
 _compiled_static_layer = None
@@ -234,11 +259,12 @@ class LeanDecoder:
         (a CUDA graph's): new tokens at `positions` [new] are written there and attend under `mask`
         [new, capacity]; `compiled` runs `compiled_static_layer`."""
         layer_step = compiled_static_layer() if compiled else _static_layer
+        attention = static_attention(input_ids.shape[0])
         x = self.embed(input_ids)
         cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions.unsqueeze(0)))
         for layer, layer_keys, layer_values in zip(self.layers, keys, values, strict=True):
             x = layer_step(x, cos, sin, positions, mask, layer_keys, layer_values, layer.scale,
-                           layer.attention_inputs, layer.output)
+                           layer.attention_inputs, layer.output, attention)
         return self._final_norm(x)
 
     def _final_norm(self, x: torch.Tensor) -> torch.Tensor:

@@ -54,17 +54,18 @@ def same_kernels(run):
         return run()
 
 
-def forward_step_seconds(bundle, prompt_ids: list[int], steps: int = 100) -> float:
-    """One batch-1 decode forward alone (a replayed CUDA graph where the engine uses one), per step: what
-    a decoded token costs before its 6-mer head, sampling and host round trip."""
+def forward_step_seconds(bundle, prompt_ids: list[int], steps: int = 100, rows: int = 1) -> float:
+    """One decode forward alone (a replayed CUDA graph where the engine uses one) over `rows` samples, per
+    step: what a decoded token costs before its 6-mer head, sampling and host round trip."""
     from ..inference.generate import _prefill
     from ..model.graphs import forward_over
 
     synchronize = torch.cuda.synchronize if bundle.device.type == "cuda" else (lambda: None)
+    bundle.graph_pools.clear()  # graphs captured under another attention choice must not be replayed
     with torch.inference_mode():
-        cache, _ = _prefill(bundle, prompt_ids, steps + 1, 1)
-        forward = forward_over(bundle, cache, 1)
-        token = torch.full((1, 1), bundle.tokenizer.kmer_start_id, device=bundle.device)
+        cache, _ = _prefill(bundle, prompt_ids, steps + 1, rows)
+        forward = forward_over(bundle, cache, rows)
+        token = torch.full((rows, 1), bundle.tokenizer.kmer_start_id, device=bundle.device)
         forward(token)  # a graph is captured at its first use
         synchronize()
         began = time.perf_counter()
@@ -72,6 +73,31 @@ def forward_step_seconds(bundle, prompt_ids: list[int], steps: int = 100) -> flo
             forward(token)
         synchronize()
     return (time.perf_counter() - began) / steps
+
+
+def many_row_attention_ms(bundle, prompt_ids: list[int], rows: int = 64, repeats: int = 3) -> dict:
+    """A decode forward over `rows` samples with the static layer's attention written out and through
+    scaled-dot-product attention (`decoder.FUSED_ATTENTION_FROM_ROWS`), interleaved: the figure that
+    sets where the engine switches."""
+    from ..model import decoder
+
+    def step_with(fused_from):
+        def run():
+            kept, decoder.FUSED_ATTENTION_FROM_ROWS = decoder.FUSED_ATTENTION_FROM_ROWS, fused_from
+            try:
+                return forward_step_seconds(bundle, prompt_ids, steps=50, rows=rows)
+            finally:
+                decoder.FUSED_ATTENTION_FROM_ROWS = kept
+        return run
+
+    runs = {"written": step_with(None), "fused": step_with(1)}
+    seconds = {name: [] for name in runs}
+    for _ in range(repeats + 1):  # the first round compiles and captures
+        for name, run in runs.items():
+            seconds[name].append(run())
+    bundle.graph_pools.clear()
+    written, fused = (statistics.median(seconds[name][1:]) for name in runs)
+    return {"rows": rows, "written_ms": 1e3 * written, "fused_ms": 1e3 * fused, "written_over_fused": written / fused}
 
 
 def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, tokens: int = 128,
@@ -95,6 +121,7 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
     step = (median["token"] - median["prefill"]) / (tokens - 1)
     read = decode_step_bytes(bundle, ids.shape[1] + tokens // 2)
     forward_step = forward_step_seconds(bundle, ids[0].tolist(), steps=min(100, tokens))
+    attention_64 = many_row_attention_ms(bundle, ids[0].tolist(), rows=design_samples, repeats=repeats)
     return {
         "decode_tok_s": 1 / step,
         "decode_step_ms": 1e3 * step,
@@ -110,6 +137,7 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
         "ours_over_stock_same_kernels": paired_ratio(times["stock_same_kernels"], times["token"]),
         "bp_over_token": paired_ratio(times["bp"], times["token"]),
         "batched64_bp_s": design_samples * design_bases / median["design"],
+        "forward_step_64": attention_64,  # the static layer's two attentions at the design's rows
     }
 
 
@@ -373,6 +401,11 @@ def report_table(report: dict) -> str:
                          f"| {100 * r['bw_fraction']:.0f}% | {r['stock_tok_s']:,.0f} | {r['ours_over_stock']:.2f}x "
                          f"| {r['ours_over_stock_same_kernels']:.2f}x | {r['bp_over_token']:.2f} "
                          f"| {r['batched64_bp_s']:,.0f} |")
+    many_rows = [f"{shape} {r['forward_step_64']['written_ms']:.2f} / {r['forward_step_64']['fused_ms']:.2f} ms"
+                 for shape, r in report["shapes"].items() if _measured(r) and "forward_step_64" in r]
+    if many_rows:
+        lines += ["", "A decode forward over 64 samples, attention written out / through scaled-dot-product "
+                      "attention: " + ", ".join(many_rows)]
     if _measured(s := report.get("speculative")):
         lines += ["", f"Speculative {s['target']} + {s['draft']}: always-agreeing draft "
                       f"{s['always_agreeing_speedup']:.2f}x, useless draft {s['useless_draft_ratio']:.2f}x, "
