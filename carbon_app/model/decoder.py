@@ -122,7 +122,7 @@ def _fused_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
 
 #: From this many rows (samples) a static layer's attention is `_fused_attention`, below it
 #: `_masked_attention`; None: never. Which is faster at which batch is a GPU measurement
-#: (`gpu_report`'s `forward_step_64_ms`), so the written-out form stays until one says otherwise.
+#: (the GPU report's `forward_step_64`), so the written-out form stays until one says otherwise.
 FUSED_ATTENTION_FROM_ROWS: int | None = None
 
 
