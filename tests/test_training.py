@@ -910,10 +910,29 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--coding-distill-weight", "1", "--coding-distill-weight holds the coding tokens "
                                                                   "near a teacher: name it with --teacher"),
                                  ("--coding-distill-weight", "-1", "--coding-distill-weight must be between 0 and 10"),
-                                 ("--seed", "-1", "--seed must be between 0 and 2,147,483,647, not -1")):
+                                 ("--seed", "-1", "--seed must be between 0 and 2,147,483,647, not -1"),
+                                 ("--min-lr", "-0.5", "--min-lr must be between 0 and 1, not -0.5"),
+                                 ("--min-lr", "0.01", "would rise from --lr 0.002 to the cosine's end at 0.01")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
+
+
+def test_a_run_can_cool_its_learning_rate_towards_zero_and_its_rebuild_command_says_so(monkeypatch):
+    from dataclasses import asdict
+
+    from carbon_app.training import train as train_module
+
+    seen = []
+    monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
+    train_module.main(["--lr", "1e-4", "--min-lr", "1e-6", "--warmup", "5", "--steps", "100", "--device", "cpu"])
+    cooled = seen[0]
+    schedule = [train_module.learning_rate(cooled, step) for step in range(100)]
+    assert schedule[4] == pytest.approx(1e-4) and schedule[5] == pytest.approx(1e-4)  # warmed up, the peak
+    assert all(a >= b for a, b in itertools.pairwise(schedule[5:])) and schedule[-1] < 1.1e-6
+    default = replace(cooled, min_lr=train_module.TrainConfig().min_lr)  # 1e-4: the old end, flat at this peak
+    assert all(train_module.learning_rate(default, step) == pytest.approx(1e-4) for step in range(5, 100))
+    assert "--lr 0.0001 --min-lr 1e-06 --warmup 5" in train_module.train_command(asdict(cooled), None)
 
 
 def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_resume(tmp_path, capsys):

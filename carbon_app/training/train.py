@@ -764,7 +764,7 @@ def train_command(config: dict, init: str | None) -> str:
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
     for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "seed", "steps", "lr",
-                "warmup", "fns_from", *SHAPE, *OBJECTIVE):
+                "min_lr", "warmup", "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
         if key == "group_weights" and value:
             value = shares_text(value)
@@ -816,6 +816,10 @@ def main(argv: list[str] | None = None) -> None:
                              "ones")
     parser.add_argument("--lr", type=argument_type(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
                         help="peak learning rate")
+    parser.add_argument("--min-lr", type=argument_type(lambda text: real_number(text, "--min-lr", 0, 1)),
+                        help="the learning rate the cosine ends at (default 1e-4; a run meant to be read or "
+                             "installed as it ends is best cooled towards 0, which averages out the noise of "
+                             "the last steps)")
     parser.add_argument("--warmup", type=argument_type(lambda text: whole_number(text, "--warmup", 0)),
                         help="steps of linear warm-up to the peak learning rate (default 150; continued "
                              "training from a trained model needs few)")
@@ -895,10 +899,13 @@ def main(argv: list[str] | None = None) -> None:
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
     if args.init_layers is not None and args.init is None:
         parser.error("--init-layers cuts or grows the --init model: name one with --init")
-    for key in ("steps", "init", "init_layers", "new_layers_only", "name", "seed", "lr", "warmup", "device",
-                "fns_from", "compile", *SHAPE, "minutes", *OBJECTIVE):
+    for key in ("steps", "init", "init_layers", "new_layers_only", "name", "seed", "lr", "min_lr", "warmup",
+                "device", "fns_from", "compile", *SHAPE, "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
+    if cfg.min_lr > cfg.lr:
+        parser.error(f"the learning rate would rise from --lr {cfg.lr:g} to the cosine's end at {cfg.min_lr:g}: "
+                     f"give --min-lr at most {cfg.lr:g}")
     if (args.mix_data is None) != (args.mix_share is None):
         parser.error("--mix-data and --mix-share go together: the folder mixed in and the share of the draw it makes")
     if args.mix_data and not (Path(args.mix_data) / "train_rows.npy").exists():
