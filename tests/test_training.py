@@ -794,7 +794,7 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
         draft_data.write_target_rows(target_dir, data, tmp_path / "none", n_rows=4)
 
 
-def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_model(tmp_path, monkeypatch):
+def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_model(tmp_path, monkeypatch, capsys):
     from safetensors.torch import load_file
 
     from carbon_app.training.train import TrainConfig, train
@@ -816,6 +816,27 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert any(not torch.equal(probed[k], plain[k]) for k in plain)  # its loss reached the decoder
     log = json.loads((probed_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_frame"] < 2 and log[-1]["train_loss"] != log[-1]["train_ce"]
+    # continued with a probe: a new one is fitted first to the model as it is, which that leaves unchanged
+    from carbon_app.training import train as train_module
+
+    fits = []
+    real_fit = train_module.fit_probe
+
+    def watched_fit(model, probe, *args):
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        losses = real_fit(model, probe, *args)
+        assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+        fits.append(losses)
+        return losses
+
+    monkeypatch.setattr(train_module, "fit_probe", watched_fit)
+    capsys.readouterr()
+    train(replace(cfg, name="probed-more", init=str(probed_dir), frame_weight=0.5))
+    assert len(fits) == 1 and len(fits[0]) == train_module.PROBE_FIT_STEPS
+    assert np.mean(fits[0][-10:]) < np.mean(fits[0][:10]) - 0.1  # it learnt (these batches are 4 windows)
+    assert "a new reading-frame probe fitted to the --init model" in capsys.readouterr().out
+    train(replace(cfg, name="plain-more", init=str(probed_dir)))  # no probe: nothing to fit
+    assert len(fits) == 1
     stopped_dir = train(replace(cfg, name="stopped", stop_weight=1.0))
     stopped = load_file(stopped_dir / "model.safetensors")
     assert any(not torch.equal(stopped[k], plain[k]) for k in plain)  # the stop term reached the decoder

@@ -59,6 +59,7 @@ import itertools
 import json
 import math
 import shutil
+import statistics
 import time
 from copy import deepcopy
 from dataclasses import asdict, dataclass, replace
@@ -351,6 +352,32 @@ def stop_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch
     return (torch.cat([true, rival], -1).logsumexp(-1) - true.squeeze(-1)).mean()
 
 
+#: Batches a new reading-frame probe is fitted on before a continued run trains the model through it.
+PROBE_FIT_STEPS = 50
+
+
+def fit_probe(model, probe, rows: torch.Tensor, frames: torch.Tensor, n_rows: int, cfg: TrainConfig) -> list[float]:
+    """Fit a new reading-frame probe to a trained model's hidden states, the model held still; returns the
+    probe's loss on each batch. A probe starting at random sends its first, large errors back into a model
+    that already reads the frame: continuing the installed target 100 steps with its own recipe cost
+    0.027 validation bits/base so, and 0.007 without the probe."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    optimizer = torch.optim.Adam(probe.parameters(), lr=3e-3)
+    model.eval()
+    losses = []
+    for _ in range(PROBE_FIT_STEPS):
+        index = torch.randint(0, n_rows, (cfg.batch,), generator=generator)
+        with torch.no_grad(), torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16,
+                                             enabled=cfg.bf16_autocast):
+            hidden = model.model(input_ids=rows[index, :-1].to(cfg.device)).last_hidden_state
+        loss = frame_loss(probe, hidden.float(), frames[index].to(cfg.device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
 def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of the probe's reading frame for the coming token, where its label is known."""
     known = frames[:, 1:] >= 0
@@ -627,6 +654,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         step, log = state["step"], state["log"]
         torch.set_rng_state(state["rng"])
         print(f"resumed at step {step}")
+    elif probe is not None and cfg.init:
+        fitted = fit_probe(model, probe, rows, frames, n_rows, cfg)
+        print(f"a new reading-frame probe fitted to the --init model, which stays as it is: loss {fitted[0]:.3f} -> "
+              f"{statistics.mean(fitted[-10:]):.3f} over {PROBE_FIT_STEPS} batches", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
     frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters" + (f" ({frozen / 1e6:.2f}M frozen)" if frozen else "")
