@@ -360,7 +360,7 @@ def fit_probe(model, probe, rows: torch.Tensor, frames: torch.Tensor, n_rows: in
     """Fit a new reading-frame probe to a trained model's hidden states, the model held still; returns the
     probe's loss on each batch. A probe starting at random sends its first, large errors back into a model
     that already reads the frame: continuing the installed target 100 steps with its own recipe cost
-    0.027 validation bits/base so, and 0.007 without the probe."""
+    0.027 validation bits/base so, 0.014 with the probe fitted first and 0.007 without a probe."""
     generator = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(probe.parameters(), lr=3e-3)
     model.eval()
