@@ -832,7 +832,7 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     monkeypatch.setattr(train_module, "fit_probe", watched_fit)
     capsys.readouterr()
     train(replace(cfg, name="probed-more", init=str(probed_dir), frame_weight=0.5))
-    assert len(fits) == 1 and len(fits[0]) == train_module.PROBE_FIT_STEPS
+    assert len(fits) == 1 and 10 <= len(fits[0]) <= train_module.PROBE_FIT_STEPS  # batches with a frame label
     assert np.mean(fits[0][-10:]) < np.mean(fits[0][:10]) - 0.1  # it learnt (these batches are 4 windows)
     assert "a new reading-frame probe fitted to the --init model" in capsys.readouterr().out
     train(replace(cfg, name="plain-more", init=str(probed_dir)))  # no probe: nothing to fit
