@@ -352,6 +352,11 @@ def stop_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, labels: torch
     return (torch.cat([true, rival], -1).logsumexp(-1) - true.squeeze(-1)).mean()
 
 
+def mixed_precision(cfg: TrainConfig):
+    """The context a forward pass runs in: matrix products in bf16 where `cfg.bf16_autocast` says so."""
+    return torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast)
+
+
 #: Batches a new reading-frame probe is fitted on before a continued run trains the model through it.
 PROBE_FIT_STEPS = 50
 
@@ -368,8 +373,7 @@ def fit_probe(model, probe, rows: torch.Tensor, frames: torch.Tensor, n_rows: in
     losses = []
     for _ in range(PROBE_FIT_STEPS):
         index = torch.randint(0, n_rows, (cfg.batch,), generator=generator)
-        with torch.no_grad(), torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16,
-                                             enabled=cfg.bf16_autocast):
+        with torch.no_grad(), mixed_precision(cfg):
             hidden = model.model(input_ids=rows[index, :-1].to(cfg.device)).last_hidden_state
         loss = frame_loss(probe, hidden.float(), frames[index].to(cfg.device))
         if not loss.requires_grad:  # no coding token in these windows: nothing to fit to
@@ -677,7 +681,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
-        with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+        with mixed_precision(cfg):
             terms = kmer_losses(
                 model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
@@ -851,9 +855,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=argument_type(lambda text: real_number(text, "--lr", 0, 1, above_low=True)),
                         help="peak learning rate")
     parser.add_argument("--min-lr", type=argument_type(lambda text: real_number(text, "--min-lr", 0, 1)),
-                        help="the learning rate the cosine ends at (default 1e-4; a run meant to be read or "
-                             "installed as it ends is best cooled towards 0, which averages out the noise of "
-                             "the last steps)")
+                        help="the learning rate the cosine ends at (default 1e-4); at most --lr")
     parser.add_argument("--warmup", type=argument_type(lambda text: whole_number(text, "--warmup", 0)),
                         help="steps of linear warm-up to the peak learning rate (default 150; continued "
                              "training from a trained model needs few)")
