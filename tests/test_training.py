@@ -543,6 +543,26 @@ def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
     assert no_genes.coding_kl.item() == 0 and no_genes.kl.item() == pytest.approx(terms.kl.item())
 
 
+def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
+    from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, step_loss
+
+    values = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
+                  splice_contrast=0.6, splice_control=0.7, coding_kl=0.9)
+    terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
+    plain = TrainConfig(distill_weight=0.3, frame_weight=0.2)
+    assert step_loss(plain, terms, with_fns=False, with_teacher=False, with_probe=False).item() == pytest.approx(2.0)
+    data = 0.5 * (2.0 + 1.0)
+    shared = 0.8 * (0.7 * data + 0.3 * 0.5) + 0.2 * 0.8
+    assert step_loss(plain, terms, True, True, True).item() == pytest.approx(shared)
+    # --anchor-weight adds the very KL the share holds, again at its own weight, on top of the shares
+    anchored = replace(plain, anchor_weight=4.0)
+    assert step_loss(anchored, terms, True, True, True).item() == pytest.approx(shared + 4.0 * 0.5)
+    weights = {weight: 1.0 + i for i, weight in enumerate(ADDED_TERMS.values())}
+    every = replace(plain, **weights)
+    added = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items())
+    assert step_loss(every, terms, True, True, True).item() == pytest.approx(shared + added)
+
+
 def test_markov_baseline_learns_what_it_saw():
     period = np.array([0, 1, 2, 3, 3, 2, 1, 0, 2, 2] * 60)
     markov = MarkovModel(period[None, :], max_order=4)
@@ -931,6 +951,9 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--coding-distill-weight", "1", "--coding-distill-weight holds the coding tokens "
                                                                   "near a teacher: name it with --teacher"),
                                  ("--coding-distill-weight", "-1", "--coding-distill-weight must be between 0 and 10"),
+                                 ("--anchor-weight", "2", "--anchor-weight holds every token near a teacher: "
+                                                          "name it with --teacher"),
+                                 ("--anchor-weight", "11", "--anchor-weight must be between 0 and 10"),
                                  ("--seed", "-1", "--seed must be between 0 and 2,147,483,647, not -1"),
                                  ("--min-lr", "-0.5", "--min-lr must be between 0 and 1, not -0.5"),
                                  ("--min-lr", "0.01", "would rise from --lr 0.002 to the cosine's end at 0.01")):
@@ -1097,6 +1120,9 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert kl_text(lineage[0]["config"]) == ""
     assert kl_text({**lineage[-1]["config"], "coding_distill_weight": 3.0}) == (
         f"Kept near {stop} by the KL divergence from it (weight 0.5), and at its coding tokens again (weight 3.0).")
+    assert kl_text({**lineage[-1]["config"], "coding_distill_weight": 3.0, "anchor_weight": 2.0}) == (
+        f"Kept near {stop} by the KL divergence from it (weight 0.5), and at every token again (weight 2.0), and at "
+        "its coding tokens again (weight 3.0).")
 
     record = json.loads((stop / "training.json").read_text())
     record["lineage"] = training_lineage(probe)

@@ -679,9 +679,11 @@ def kl_text(cfg: dict) -> str:
         return ""
     if run_preset(cfg) == "draft":
         return f"Distilled from carbon-demo (KL weight {cfg['distill_weight']})."
-    coding = (f", and at its coding tokens again (weight {cfg['coding_distill_weight']})"
-              if cfg.get("coding_distill_weight") else "")
-    return f"Kept near {cfg['teacher']} by the KL divergence from it (weight {cfg['distill_weight']}){coding}."
+    again = [f"at every token again (weight {cfg['anchor_weight']})" if cfg.get("anchor_weight") else "",
+             f"at its coding tokens again (weight {cfg['coding_distill_weight']})"
+             if cfg.get("coding_distill_weight") else ""]
+    return (f"Kept near {cfg['teacher']} by the KL divergence from it (weight {cfg['distill_weight']})"
+            + "".join(f", and {text}" for text in again if text) + ".")
 
 
 def runs_in_order(lineage: list[dict]) -> list[tuple[dict, str | None]]:

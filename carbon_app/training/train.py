@@ -43,7 +43,10 @@ the liking for GT and AG that the splice terms teach wherever the model
 cannot tell a site from its surroundings. With `--coding-distill-weight`
 (beside a `--teacher`), the KL divergence from the teacher is taken again at
 the coding tokens alone: what a stop-gain's score reads held near the model
-the run began from, while the splice terms move the rest. All eight read
+the run began from, while the splice terms move the rest; with
+`--anchor-weight`, at every token: the whole distribution held near it as
+strongly as the added terms pull, where `--distill-weight`, a share of the
+loss, can only trade the data for it. The eight terms read
 the annotation of the training genes only; the probe is training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
@@ -91,7 +94,7 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
              "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
-             "coding_distill_weight", "mix_data", "mix_share")
+             "coding_distill_weight", "anchor_weight", "mix_data", "mix_share")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -126,6 +129,9 @@ class TrainConfig:
     # the KL divergence from the teacher again at the coding tokens alone, added with this weight: what a
     # stop-gain's score reads held in place while the rest (the introns' splice sites) may move
     coding_distill_weight: float = 0.0
+    # the KL divergence from the teacher at every token, added with this weight: the whole distribution held near
+    # the teacher at the strength of the added terms, where `distill_weight`, a share, can only trade it for the data
+    anchor_weight: float = 0.0
     seed: int = 0
     eval_every: int = 200
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
@@ -254,7 +260,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 # the terms added to the loss, each at its own weight: the term (a Losses field) -> its TrainConfig weight
 ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight", "splice": "splice_weight",
                "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight",
-               "splice_control": "splice_control_weight", "coding_kl": "coding_distill_weight"}
+               "splice_control": "splice_control_weight", "coding_kl": "coding_distill_weight", "kl": "anchor_weight"}
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
 STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
@@ -501,6 +507,17 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
                   coding_kl)
 
 
+def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
+    """The loss a step descends: the data's (cross-entropy, and the FNS per-base loss from its stage), the
+    teacher's KL at its share, the probe's frame loss at its share, then each added term at its weight."""
+    loss = 0.5 * (terms.ce + terms.fns) if with_fns else terms.ce
+    if with_teacher:
+        loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * terms.kl
+    if with_probe:
+        loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * terms.frame
+    return loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
+
+
 # a weighted batch is drawn from a generator seeded by seed * SEED_STRIDE + step: a seed below 2**31 keeps that
 # within the 64 bits a torch generator takes for any step count (generation's seeds may go to 2**63 - 1)
 SEED_STRIDE = 1_000_003
@@ -687,12 +704,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device))
         ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
-        loss = 0.5 * (ce + fns) if with_fns else ce
-        if teacher is not None:
-            loss = (1 - cfg.distill_weight) * loss + cfg.distill_weight * kl
-        if probe is not None:
-            loss = (1 - cfg.frame_weight) * loss + cfg.frame_weight * frame
-        loss = loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
+        loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -918,6 +930,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="weight of the KL divergence from the teacher at the coding tokens alone, added to "
                              "the loss (default 0: none): it holds what a stop-gain's score reads while the "
                              "splice terms move the rest; needs --teacher and data built with train_frames.npy")
+    parser.add_argument("--anchor-weight",
+                        type=argument_type(lambda text: real_number(text, "--anchor-weight", 0, 10)),
+                        help="weight of the KL divergence from the teacher at every token, added to the loss "
+                             "(default 0: none): the whole distribution held near the teacher as strongly as the "
+                             "contrast terms pull, where --distill-weight only shares the loss with the data; "
+                             "needs --teacher")
     parser.add_argument("--mix-data", help="a second training-data folder whose rows join the draw, e.g. a "
                         "target's own greedy continuations (draft_data --greedy-only), which it learns to commit "
                         "to; needs --mix-share")
@@ -953,6 +971,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg = replace(cfg, teacher=args.teacher or str(model_folder(args.out_root, "carbon-demo")))
     if cfg.coding_distill_weight and not cfg.teacher:
         parser.error("--coding-distill-weight holds the coding tokens near a teacher: name it with --teacher")
+    if cfg.anchor_weight and not cfg.teacher:
+        parser.error("--anchor-weight holds every token near a teacher: name it with --teacher")
     train(cfg, resume=args.resume)
 
 
