@@ -125,9 +125,15 @@ def test_compare_reads_each_model_on_the_validation_sets_and_names_missing_ones(
     readings = json.loads(out.read_text())
     assert readings["part"] == "validation" and list(readings["readings"]) == [str(start), str(onwards)]
     for reading in readings["readings"].values():
-        assert set(reading) == {"coding", "splice"} and 0 <= reading["coding"]["all"] <= 1
-        assert set(reading["splice"]) == {"plant", "all"}
-    assert printed.count("(a)") == 2 and printed.count("(b)") == 2
+        assert set(reading) == {"coding", "splice", "splice_matched"} and 0 <= reading["coding"]["all"] <= 1
+        assert set(reading["splice"]) == {"plant", "all"} == set(reading["splice_matched"])
+    assert printed.count("(a)") == 2 and printed.count("(b) ") == 4 and printed.count("(b) same") == 2
+    older = {task: sets for task, sets in json.loads((data / "validation_variants.json").read_text()).items()
+             if task != "splice_matched"}  # sets written before the matched reading: (a) and (b) alone
+    (data / "validation_variants.json").write_text(json.dumps(older))
+    compare.main([str(start), "--data", str(data), "--json", str(out)])
+    assert set(json.loads(out.read_text())["readings"][str(start)]) == {"coding", "splice"}
+    assert "(b) same" not in capsys.readouterr().out
     with pytest.raises(SystemExit):
         compare.main([str(start), "--part", "test", "--data", str(data)])
     assert "no test_variants.json" in capsys.readouterr().err

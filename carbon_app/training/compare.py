@@ -3,7 +3,10 @@
     python -m carbon_app.training.compare runs/a/model runs/b/model --part validation
 
 For each model: (a) the AUROC of -delta, stop-gain versus synonymous SNVs,
-and (b) splice-site versus deep-intronic SNVs, per group and pooled, read
+(b) splice-site versus deep-intronic SNVs, and where the sets hold it (b)
+again against deep-intronic SNVs that break the same splice dinucleotide
+the same way (where liking GT and AG scores 0.5 and only knowing the site
+scores), per group and pooled, read
 exactly as the evaluation reads them (`evaluate.model_delta`: the app's
 score, a 1,200-base window, both strands, every frame). The validation sets
 (the default) come from the genes of each record's validation part, so a
@@ -25,25 +28,28 @@ import torch
 from .evaluate import load_float32, model_delta, variant_signal
 from .train import not_a_model
 
-TASKS = ("coding", "splice")  # (a) and (b)
+# the readings and their labels: (a), (b), and (b) against the matched deep-intronic SNVs where the sets hold them
+LABELS = {"coding": "(a)", "splice": "(b)", "splice_matched": "(b) same"}
 
 
 def read_model(model_dir: Path, variant_sets: dict[str, list[dict]], device: str = "cpu") -> dict[str, dict]:
-    """{"coding": {group: auroc, ..., "all": auroc}, "splice": {...}} of one model on these sets."""
+    """{"coding": {group: auroc, ..., "all": auroc}, "splice": {...}[, "splice_matched": {...}]} of one model
+    on these sets."""
     with torch.inference_mode():
         signal = variant_signal(model_delta(load_float32(model_dir, device)),
-                                {task: variant_sets[task] for task in TASKS}, with_random=False)
-    return {task: signal[task]["auroc"] for task in TASKS}
+                                {task: variant_sets[task] for task in LABELS if variant_sets.get(task)},
+                                with_random=False)
+    return {reading: signal[reading]["auroc"] for reading in LABELS if reading in signal}
 
 
 def table(readings: dict[str, dict[str, dict]]) -> str:
     """One row per model and task, one column per group, pooled last."""
-    groups = sorted({g for reading in readings.values() for task in TASKS for g in reading[task]} - {"all"})
-    lines = [f"{'model':40s} {'task':7s} " + " ".join(f"{g:>12s}" for g in [*groups, "all"])]
+    groups = sorted({g for reading in readings.values() for task in reading for g in reading[task]} - {"all"})
+    lines = [f"{'model':40s} {'task':8s} " + " ".join(f"{g:>12s}" for g in [*groups, "all"])]
     for model, reading in readings.items():
-        for task, label in zip(TASKS, ("(a)", "(b)"), strict=True):
+        for task in reading:
             cells = [f"{reading[task][g]:12.3f}" if g in reading[task] else f"{'-':>12s}" for g in [*groups, "all"]]
-            lines.append(f"{model[-40:]:40s} {label:7s} " + " ".join(cells))
+            lines.append(f"{model[-40:]:40s} {LABELS[task]:8s} " + " ".join(cells))
     return "\n".join(lines)
 
 
