@@ -543,6 +543,22 @@ def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
     assert no_genes.coding_kl.item() == 0 and no_genes.kl.item() == pytest.approx(terms.kl.item())
 
 
+def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():
+    from carbon_app.training.train import TrainConfig, build_model, kmer_losses, validation_losses
+
+    model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0).eval()
+    rows = torch.randint(20, 20 + 4096, (7, 12), generator=torch.Generator().manual_seed(3))
+    rows[1, 5:] = 0  # a short window, padded: batches hold different numbers of 6-mers
+    rows[4, 2:] = 0
+    rows[6, 3] = 4116  # an id past the 6-mers (<oov>-like), left out of both means
+    with torch.no_grad():
+        whole = kmer_losses(model, rows, 20, 4096)
+    for batch in (1, 3, 7, 100):
+        ce, fns = validation_losses(model, rows, 20, 4096, batch=batch)
+        assert ce.item() == pytest.approx(whole.ce.item(), rel=1e-5) and fns.item() == pytest.approx(
+            whole.fns.item(), rel=1e-5)
+
+
 def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
     from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, step_loss
 

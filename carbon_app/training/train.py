@@ -577,6 +577,28 @@ def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
                          for w in validation])
 
 
+#: Validation windows read in one forward pass: their 4,096-way log-probabilities are ~100 MB a batch, where
+#: the whole validation set at once held ~14 GB and ended a run beside another process out of memory.
+VALIDATION_BATCH = 32
+
+
+@torch.no_grad()
+def validation_losses(model, validation: torch.Tensor, kmer_start: int, n_kmers: int,
+                      batch: int = VALIDATION_BATCH) -> tuple[torch.Tensor, torch.Tensor]:
+    """The validation rows' mean cross-entropy per 6-mer token and FNS loss per base, read `batch` rows at a
+    time: each batch's means weighted by its 6-mer tokens, so the figures are those of one pass over all."""
+    targets = validation[:, 1:]
+    tokens = ((targets >= kmer_start) & (targets < kmer_start + n_kmers)).sum(-1)
+    ce = fns = torch.zeros((), dtype=torch.float64, device=validation.device)
+    for start in range(0, len(validation), batch):
+        weight = tokens[start : start + batch].sum()
+        if not weight:
+            continue
+        terms = kmer_losses(model, validation[start : start + batch], kmer_start, n_kmers)
+        ce, fns = ce + weight * terms.ce.double(), fns + weight * terms.fns.double()
+    return ce / tokens.sum(), fns / tokens.sum()
+
+
 def train(cfg: TrainConfig, resume: bool = False) -> Path:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -731,8 +753,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
-            with torch.no_grad():
-                v_ce, v_fns, *_ = kmer_losses(model, validation, kmer_start, n_kmers)
+            v_ce, v_fns = validation_losses(model, validation, kmer_start, n_kmers)
             entry = {"step": step, "train_loss": loss.item(), "train_ce": ce.item(),
                      "train_fns": fns.item() if with_fns else None,
                      "train_frame": frame.item() if probe is not None else None,
