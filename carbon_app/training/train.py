@@ -577,8 +577,9 @@ def eval_rows(validation: list[dict], tokenizer) -> torch.Tensor:
                          for w in validation])
 
 
-#: Validation windows read in one forward pass: their 4,096-way log-probabilities are ~100 MB a batch, where
-#: the whole validation set at once held ~14 GB and ended a run beside another process out of memory.
+#: Validation windows read in one forward pass. The whole set at once raised a run's peak by ~4 GB (the
+#: installed target's read: 4.4 GB at once, 0.7 GB so), and a run beside another process was killed out of
+#: memory at its last step.
 VALIDATION_BATCH = 32
 
 
