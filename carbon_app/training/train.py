@@ -991,10 +991,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--warmup {args.warmup} leaves no steps after the warm-up: --steps is {cfg.steps}")
     if cfg.teacher or args.teacher:
         cfg = replace(cfg, teacher=args.teacher or str(model_folder(args.out_root, "carbon-demo")))
-    if cfg.coding_distill_weight and not cfg.teacher:
-        parser.error("--coding-distill-weight holds the coding tokens near a teacher: name it with --teacher")
-    if cfg.anchor_weight and not cfg.teacher:
-        parser.error("--anchor-weight holds every token near a teacher: name it with --teacher")
+    for flag, weight, held in (("--coding-distill-weight", cfg.coding_distill_weight, "the coding tokens"),
+                               ("--anchor-weight", cfg.anchor_weight, "every token")):
+        if weight and not cfg.teacher:
+            parser.error(f"{flag} holds {held} near a teacher: name it with --teacher")
     train(cfg, resume=args.resume)
 
 
