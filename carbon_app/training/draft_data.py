@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .data import FRAME_UNKNOWN, WINDOW_TOKENS
-from .train import not_a_model
+from .train import is_kmer, not_a_model
 
 CONTEXT_TOKENS = 96  # the real DNA each row starts from (576 bases), like the 594 bases the evaluation gives
 TEMPERATURES = (0.0, 0.9)  # greedy, and the sampling temperature the app's designs start from
@@ -71,8 +71,7 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
     dna_at = np.load(source / "train_dna_at.npy")
     dna_config = DnaConfig.from_file(source / "tokenizer" / "dna_config.json")
     kmer_start, n_kmers = dna_config.kmer_start_id, dna_config.n_kmers
-    is_kmer = (rows >= kmer_start) & (rows < kmer_start + n_kmers)
-    whole = np.flatnonzero(is_kmer.sum(1) == WINDOW_TOKENS)  # no short (padded) windows
+    whole = np.flatnonzero(is_kmer(rows, kmer_start, n_kmers).sum(1) == WINDOW_TOKENS)  # no short (padded) windows
     if len(whole) == 0:
         raise SystemExit(f"{source}/train_rows.npy holds no whole-length window to continue")
     model = LlamaForCausalLM.from_pretrained(str(teacher), dtype=torch.float32).to(device).eval()

@@ -447,6 +447,11 @@ class Losses(NamedTuple):
     coding_kl: torch.Tensor
 
 
+def is_kmer(ids, kmer_start: int, n_kmers: int):
+    """Where ids (a tensor or an array) are 6-mer tokens: not tags, pads or <oov>."""
+    return (ids >= kmer_start) & (ids < kmer_start + n_kmers)
+
+
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
                 splice_sites: torch.Tensor | None = None) -> Losses:
@@ -459,7 +464,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
     head = model.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
-    keep = (targets >= kmer_start) & (targets < kmer_start + n_kmers)  # no tags, pads or <oov>
+    keep = is_kmer(targets, kmer_start, n_kmers)
     logits = hidden[keep] @ head.T
     kmer = targets[keep] - kmer_start
     logprobs = torch.log_softmax(logits.float(), dim=-1)
@@ -589,7 +594,7 @@ def validation_losses(model, validation: torch.Tensor, kmer_start: int, n_kmers:
     """The validation rows' mean cross-entropy per 6-mer token and FNS loss per base, read `batch` rows at a
     time: each batch's means weighted by its 6-mer tokens, so the figures are those of one pass over all."""
     targets = validation[:, 1:]
-    tokens = ((targets >= kmer_start) & (targets < kmer_start + n_kmers)).sum(-1)
+    tokens = is_kmer(targets, kmer_start, n_kmers).sum(-1)
     ce = fns = torch.zeros((), dtype=torch.float64, device=validation.device)
     for start in range(0, len(validation), batch):
         weight = tokens[start : start + batch].sum()
