@@ -123,6 +123,20 @@ def test_strand_averaging_is_symmetric(compact, variant):
     assert forward.ref_window == reverse_complement(backward.ref_window)
 
 
+@pytest.mark.parametrize("variant", ["18:T>A", "57:GA>G", "90:C>CTT"])
+def test_other_methods_read_the_same_passes_as_scoring_with_each(compact, variant):
+    both = score_variant(compact, SEQ, variant, window=51, strand_average=True, method="chain",
+                         other_methods=("marginal",))
+    chain = score_variant(compact, SEQ, variant, window=51, strand_average=True, method="chain")
+    marginal = score_variant(compact, SEQ, variant, window=51, strand_average=True, method="marginal")
+    assert both.delta == chain.delta and both.ref_logprobs == chain.ref_logprobs  # its own reading unchanged
+    assert both.other_deltas == {"marginal": pytest.approx(marginal.delta, abs=1e-9)}
+    assert marginal.delta != pytest.approx(chain.delta, abs=1e-6)  # two readings that differ, not one twice
+    assert chain.other_deltas == {}
+    with pytest.raises(InputError, match="scoring method"):
+        score_variant(compact, SEQ, variant, other_methods=("bayes",))
+
+
 def test_window_is_centred_clipped_and_capped(compact):
     assert variant_window(1000, 500, 1, 101) == (450, 551)
     assert variant_window(1000, 3, 1, 101) == (0, 101)

@@ -131,6 +131,23 @@ def test_stop_gain_synonymous_and_splice_variants_are_what_they_say(strand):
         place for place in (120, 121, 179, 180) for _ in range(3)]
 
 
+def test_the_evaluation_reads_every_method_from_one_scoring_of_each_variant(compact, monkeypatch):
+    from carbon_app.training.evaluate import model_delta, model_deltas
+
+    context = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGG" * 2
+    variants = ["40:G>T", "81:G>A", "120:C>T"]
+    alone = {method: [model_delta(compact, method)(context, v) for v in variants] for method in ("chain", "marginal")}
+    passes = []
+    forward = compact.hidden_states
+    monkeypatch.setattr(compact, "hidden_states", lambda ids: passes.append(len(ids)) or forward(ids))
+    deltas = model_deltas(compact, ("chain", "marginal"))
+    assert [deltas["chain"](context, v) for v in variants] == alone["chain"]
+    scored = len(passes)
+    assert scored > 0
+    assert [deltas["marginal"](context, v) for v in variants] == pytest.approx(alone["marginal"], abs=1e-9)
+    assert len(passes) == scored  # the marginal reading needed no forward pass of its own
+
+
 def test_an_snv_makes_or_breaks_splice_dinucleotides_read_on_either_strand():
     from carbon_app.training.evaluate import dinucleotide_delta
 

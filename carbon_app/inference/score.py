@@ -92,9 +92,10 @@ def pass_tokens(bundle: ModelBundle) -> int:
 
 
 @torch.inference_mode()
-def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, method: str
-                 ) -> list[tuple[torch.Tensor, torch.Tensor, list[int]]]:
-    """(per-base log-probs [L], marginals [L, 4], prompt ids) of each clean sequence.
+def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tuple[str, ...]
+                 ) -> list[tuple[dict[str, torch.Tensor], torch.Tensor, list[int]]]:
+    """({method: per-base log-probs [L]} for each of `methods`, marginals [L, 4], prompt ids) of each clean
+    sequence: one forward pass read every way asked.
 
     Sequences are right-padded to whole k-mers and batched, each row
     left-aligned and filled out with the first k-mer id: the model is causal,
@@ -120,18 +121,19 @@ def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, method: str
             allowed = torch.ones(n_tokens * k, 4, dtype=torch.bool)
             allowed[: len(seq)] = torch.from_numpy(mask_from_template(seq))
             allowed = allowed.reshape(n_tokens, k, 4).to(bundle.device)
-            per_base, probs = [], []
+            per_base: dict[str, list[torch.Tensor]] = {method: [] for method in methods}
+            probs = []
             for start in range(0, n_tokens, _HEAD_CHUNK):
                 block_hidden = hidden[row, first + start : first + min(start + _HEAD_CHUNK, n_tokens)]
                 kmer_logprobs = torch.log_softmax(bundle.kmer_logits(block_hidden), dim=-1)
                 marginals = log_marginals(kmer_logprobs)
                 block_allowed = allowed[start : start + _HEAD_CHUNK]
-                if method == "marginal":
-                    per_base.append(base_logprobs_from_marginals(marginals, block_allowed))
-                else:
-                    per_base.append(chain_logprobs(kmer_logprobs, block_allowed))
+                for method, blocks in per_base.items():
+                    blocks.append(base_logprobs_from_marginals(marginals, block_allowed) if method == "marginal"
+                                  else chain_logprobs(kmer_logprobs, block_allowed))
                 probs.append(marginals.exp())
-            out.append((torch.cat(per_base).flatten()[: len(seq)].double().cpu(),
+            out.append(({method: torch.cat(blocks).flatten()[: len(seq)].double().cpu()
+                         for method, blocks in per_base.items()},
                         torch.cat(probs).reshape(-1, 4)[: len(seq)].double().cpu(), prompt))
     return out
 
@@ -155,8 +157,8 @@ def score_sequence(
             f"the sequence is {len(seq):,} bases; this model scores at most {room:,} bases at once "
             f"(context {bundle.max_tokens:,} tokens): score a shorter window"
         )
-    logprobs, probs, ids = _score_batch(bundle, [seq], prefix, method)[0]
-    return SequenceScore(sequence=seq, logprobs=logprobs.numpy(), probs=probs.numpy(), method=method,
+    logprobs, probs, ids = _score_batch(bundle, [seq], prefix, (method,))[0]
+    return SequenceScore(sequence=seq, logprobs=logprobs[method].numpy(), probs=probs.numpy(), method=method,
                          prompt_text=dna_prompt(prefix, seq, bundle.k), prompt_ids=ids)
 
 
@@ -242,6 +244,7 @@ class VariantScore:
     method: str
     strand_average: bool
     frame_deltas: list[float] = field(default_factory=list)  # one delta per tokenization frame
+    other_deltas: dict[str, float] = field(default_factory=dict)  # the delta read with each other method asked for
     frame_bases: int = 0  # bases in each frame's window
     delta_whole_window: float = 0.0  # LL(alt) - LL(ref) with an indel's own bases: = delta + inserted - deleted
     inserted_ll: float = 0.0  # log-probability of the bases only the alternate has (an insertion's)
@@ -338,10 +341,14 @@ def score_variant(
     region: str | None = None,
     method: str | None = None,
     frames: int | None = None,
+    other_methods: tuple[str, ...] = (),
 ) -> VariantScore:
     """Score `variant` in `sequence`: delta = LL(alt window) - LL(ref window), averaged over
-    `frames` tokenization frames (default: k, every frame), read with `method` (default: the model's own)."""
+    `frames` tokenization frames (default: k, every frame), read with `method` (default: the model's own);
+    the delta read with each of `other_methods` too (`other_deltas`), from the same forward passes."""
     method = variant_method(bundle, method)
+    for other in other_methods:
+        _check_method(other)
     seq = clean_sequence(sequence, what="reference sequence")
     var = variant if isinstance(variant, Variant) else Variant.parse(variant)
     pos0, lr, la = var.pos - 1, len(var.ref), len(var.alt)
@@ -369,26 +376,38 @@ def score_variant(
     windows = [w for f in starts for w in (ref_span[f : f + size], alt_span[f : f + alt_size])]
     if strand_average:
         windows += [reverse_complement(w) for w in windows]
-    scored = _score_batch(bundle, windows, prefix, method)
-    tracks = [logprobs for logprobs, _, _ in scored]
-    if strand_average:
-        half = len(tracks) // 2
-        tracks = [(f + r.flip(0)) / 2 for f, r in zip(tracks[:half], tracks[half:], strict=True)]
-    ref_tracks, alt_tracks = tracks[0::2], tracks[1::2]
+    scored = _score_batch(bundle, windows, prefix, (method, *other_methods))
+
+    def ref_and_alt_tracks(read_with: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each frame's per-base track of the reference and of the alternate window, strand-averaged."""
+        tracks = [logprobs[read_with] for logprobs, _, _ in scored]
+        if strand_average:
+            half = len(tracks) // 2
+            tracks = [(f + r.flip(0)) / 2 for f, r in zip(tracks[:half], tracks[half:], strict=True)]
+        return tracks[0::2], tracks[1::2]
+
     columns = [(i, i) for i in range(offset)]
     columns += [(None if r is None else offset + r, None if a is None else offset + a) for r, a in var.alignment()]
     columns += [(offset + lr + i, offset + la + i) for i in range(len(ref_span) - offset - lr)]
     paired = torch.tensor([(r, a) for r, a in columns if r is not None and a is not None])
     deleted = torch.tensor([r for r, a in columns if a is None], dtype=torch.long)
     inserted = torch.tensor([a for r, a in columns if r is None], dtype=torch.long)
+
+    def frame_delta(f: int, ref_f: torch.Tensor, alt_f: torch.Tensor) -> float:
+        """The delta over the columns both alleles have (flanks and substituted bases): an indel's own
+        bases would otherwise add or remove whole per-base terms and swamp it."""
+        inside = paired[(paired[:, 0] >= f) & (paired[:, 0] < f + size)]
+        return float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum())
+
+    ref_tracks, alt_tracks = ref_and_alt_tracks(method)
     frame_deltas, whole, own = [], [], []
     for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True):
-        # the delta over the columns both alleles have (flanks and substituted bases): an indel's own
-        # bases would otherwise add or remove whole per-base terms and swamp it
-        inside = paired[(paired[:, 0] >= f) & (paired[:, 0] < f + size)]
-        frame_deltas.append(float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum()))
+        frame_deltas.append(frame_delta(f, ref_f, alt_f))
         whole.append(float(alt_f.sum() - ref_f.sum()))
         own.append((float(alt_f[inserted - f].sum()), float(ref_f[deleted - f].sum())))
+    other_deltas = {other: float(np.mean([frame_delta(f, r, a) for f, r, a in zip(starts, *ref_and_alt_tracks(other),
+                                                                                     strict=True)]))
+                    for other in other_methods}
 
     def mean_track(per_frame: list[torch.Tensor], length: int) -> torch.Tensor:
         """Per-base mean over the frames whose window covers each base of the span."""
@@ -426,6 +445,7 @@ def score_variant(
         method=method,
         strand_average=strand_average,
         frame_deltas=frame_deltas,
+        other_deltas=other_deltas,
         frame_bases=size,
         delta_whole_window=float(np.mean(whole)),
         inserted_ll=float(np.mean([i for i, _ in own])),

@@ -183,8 +183,24 @@ def variant_deltas(delta_of, variants: list[dict]) -> list[float]:
 
 def model_delta(bundle, method: str = VARIANT_METHOD):
     """The app's score: frame-averaged, strand-averaged, a 1,200-base window, no tags, read with `method`."""
-    return lambda context, variant: score_variant(bundle, context, variant, window=VARIANT_WINDOW,
-                                                  strand_average=True, method=method).delta
+    return model_deltas(bundle, (method,))[method]
+
+
+def model_deltas(bundle, methods: tuple[str, ...]) -> dict:
+    """`model_delta` for each of `methods`, all read from one set of forward passes: a variant scored for
+    one method is looked up, not scored again, for the others (the forward passes are most of the time)."""
+    read: dict[tuple[str, str], dict[str, float]] = {}
+
+    def delta_read_with(method: str):
+        def delta(context: str, variant: str) -> float:
+            if (context, variant) not in read:
+                score = score_variant(bundle, context, variant, window=VARIANT_WINDOW, strand_average=True,
+                                      method=methods[0], other_methods=tuple(methods[1:]))
+                read[context, variant] = {methods[0]: score.delta, **score.other_deltas}
+            return read[context, variant][method]
+        return delta
+
+    return {method: delta_read_with(method) for method in methods}
 
 
 def markov_delta(markov: MarkovModel, order: int):
@@ -350,10 +366,11 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
                                              for g in results["target"] if own_species_tag(target, g)}
     results["species_tag_loglik_delta_per_base"] = tag_loglikelihood_delta(target, test)
     print("target variant effects", flush=True)
-    results["target_variants"] = variant_signal(model_delta(target), variant_sets)
+    deltas = model_deltas(target, (VARIANT_METHOD, *OTHER_METHODS))
+    results["target_variants"] = variant_signal(deltas[VARIANT_METHOD], variant_sets)
     for method in OTHER_METHODS:
-        print(f"target variant effects read with the {method} method", flush=True)
-        results[f"target_variants_{method}"] = variant_signal(model_delta(target, method), variant_sets)
+        print(f"target variant effects read with the {method} method (the same forward passes)", flush=True)
+        results[f"target_variants_{method}"] = variant_signal(deltas[method], variant_sets)
     if previous_dir is not None and (saved := own_saved_figures(previous_dir, data)) is not None:
         print("previous model: its own saved figures (same held-out files, window and method)", flush=True)
         results["previous"], results["previous_variants"] = saved
