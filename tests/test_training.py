@@ -1256,13 +1256,29 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     shutil.copytree(data, other_data)
     (other_data / "test.json").write_text("[]")  # other held-out windows
     assert own_saved_figures(assets / "carbon-demo", other_data) is None
+    # figures saved before the matched sets were added to the variant file still stand for what they read;
+    # held-out sets that differ otherwise get the model measured again
+    earlier_data = tmp_path / "earlier-data"
+    shutil.copytree(data, earlier_data)
+    sets = json.loads((data / "test_variants.json").read_text())
+    earlier_sets = {task: variants for task, variants in sets.items() if task != "splice_matched"}
+    (earlier_data / "test_variants.json").write_text(json.dumps(earlier_sets))
+    earlier = evaluate(target, None, earlier_data, device="cpu")
+    assert "splice_matched" not in earlier["target_variants"]
+    install(target, None, earlier, tmp_path / "earlier-assets")
+    assert own_saved_figures(tmp_path / "earlier-assets" / "carbon-demo", earlier_data) is not None
+    assert own_saved_figures(tmp_path / "earlier-assets" / "carbon-demo", data) == (
+        json.loads(json.dumps(earlier["target"])), json.loads(json.dumps(earlier["target_variants"])))
+    (other_data / "test.json").write_text((data / "test.json").read_text())
+    (other_data / "test_variants.json").write_text(json.dumps({**sets, "coding": sets["coding"][1:]}))
+    assert own_saved_figures(tmp_path / "earlier-assets" / "carbon-demo", other_data) is None
     again = evaluate(continued, None, data, previous_dir=assets / "carbon-demo", device="cpu")
     assert again["previous_figures"] == "saved" and again["previous"] == measured_target["target"]
     install(continued, None, again, assets)
     card = (assets / "carbon-demo" / "README.md").read_text()
     assert "Trained in 2 runs" in card and "| continued | 2 |" in card and "| plant=2 |" in card
     assert f"--name continued --data {data} --init {target} --steps 2" in card and "--group-weights plant=2" in card
-    assert "previous carbon-demo figures are its own, saved when it was installed" in card
+    assert "previous carbon-demo figures are its own, read from its saved eval.json" in card
     lineage = json.loads((assets / "carbon-demo" / "training.json").read_text())["lineage"]
     assert [run["config"]["name"] for run in lineage] == ["carbon-demo"]
 

@@ -505,6 +505,7 @@ def write_dataset(out_dir: Path, records: list[Record], seed: int = 0, mix: dict
     np.save(out_dir / "train_groups.npy", np.array([GROUPS.index(w["group"]) for w in train], dtype=np.int8))
     (out_dir / "validation.json").write_text(json.dumps(validation))
     (out_dir / "test.json").write_text(json.dumps(test))
+    # json.dumps as it is: evaluate.held_out_fingerprint re-dumps these sets to recognise an earlier file
     (out_dir / "test_variants.json").write_text(json.dumps(variants))
     (out_dir / "validation_variants.json").write_text(json.dumps(validation_variants))
 

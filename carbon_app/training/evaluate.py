@@ -291,27 +291,38 @@ def greedy_agreement(target, draft, windows: list[dict], tokens: int = 30) -> di
     return {mode: float(np.mean(values)) for mode, values in agree.items()}
 
 
-def held_out_fingerprint(data: Path) -> str:
-    """sha256 of the held-out files the figures are measured on: the test windows and the variant sets."""
+def held_out_fingerprint(data: Path, without: frozenset[str] = frozenset()) -> str:
+    """sha256 of the held-out files the figures are measured on: the test windows and the variant sets. With
+    `without`, of the variant file as it stood before those sets were added to it: the data command writes
+    it as `json.dumps` of its sets in order, so the same dump less those sets gives the earlier file's bytes."""
     digest = hashlib.sha256()
-    for name in ("test.json", "test_variants.json"):
-        digest.update((data / name).read_bytes())
+    digest.update((data / "test.json").read_bytes())
+    variants = (data / "test_variants.json").read_bytes()
+    if without:
+        variants = json.dumps({task: sets for task, sets in json.loads(variants).items()
+                               if task not in without}).encode()
+    digest.update(variants)
     return digest.hexdigest()
 
 
 def own_saved_figures(model_dir: Path, data: Path) -> tuple[dict, dict] | None:
     """An installed target's own recovery and variant figures from its eval.json, where this evaluation would
     measure the same again: the same held-out files (by fingerprint), the same window and the same method.
-    Else None, and the model is measured afresh. Spares a replaced model's hour of scoring."""
+    Figures saved before a variant set was added to the files still stand for the sets they read: the file
+    less the new sets must be the one they were measured on, byte for byte; the readings of the new sets are
+    then missing (the cards show "-"). Else None, and the model is measured afresh. Spares a replaced model's
+    hour of scoring."""
     try:
         saved = json.loads((model_dir / "eval.json").read_text())
         role = json.loads((model_dir / "carbon_role.json").read_text())["role"]
+        variant_sets = json.loads((data / "test_variants.json").read_text())
+        unread = frozenset(variant_sets) - frozenset(saved["target_variants"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
     # an installed draft's eval.json holds its target's figures: only a target's are its own
-    same = (role == "target" and saved.get("held_out_sha256") == held_out_fingerprint(data)
+    same = (role == "target" and saved.get("held_out_sha256") == held_out_fingerprint(data, unread)
             and saved.get("variant_window") == VARIANT_WINDOW and own_method(saved) == VARIANT_METHOD
-            and "target" in saved and "target_variants" in saved)
+            and "target" in saved)
     return (saved["target"], saved["target_variants"]) if same else None
 
 
@@ -572,8 +583,8 @@ versus deep-intronic ones (at least 100 bases into the same introns), each contr
 base change (REF and ALT) as a splice-site substitution of its intron, so the two sets differ in place only;
 last row: the share of random substitutions (a random base within 100 bases of every third site)
 that make the sequence less likely. An AUROC below 0.5 means the scores point the wrong way on that task.
-{'The previous carbon-demo figures are its own, saved when it was installed (same held-out files, window '
- 'and method).' if results.get('previous_figures') == 'saved' else ''}
+{'The previous carbon-demo figures are its own, read from its saved eval.json (an evaluation on the same '
+ 'held-out files, with the same window and method).' if results.get('previous_figures') == 'saved' else ''}
 
 {variant_table(results)}
 {'' if agreement is None else f'''
