@@ -651,17 +651,23 @@ def test_a_scan_with_a_coding_sequence_names_each_consequence(client):
 
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(server):
+def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(server, server_out):
     from urllib.parse import urlencode
 
     from playwright.sync_api import sync_playwright
 
     query = urlencode({"genome": "HBB-locus-demo", "variant": f"{HBB['genome_contig']}:1206:A>T", "window": 300,
                        "cds": HBB["hbb_cds"], "context": 0})
+    log = server_out / "app.log"
+    tracebacks = log.read_text().count("Traceback")
     with sync_playwright() as p:
         browser = _chromium(p)
+        plain = _new_page(browser, 1400, 1600)
+        plain.goto(server)  # a plain visit runs the same load events, with no link to read
+        plain.get_by_role("button", name="Generate").wait_for()
         page = _new_page(browser, 1400, 1600)
         page.goto(f"{server}?{query}")
+        # scored once the plain visit's load events have run: one queue serves both pages, in turn
         page.get_by_text("missense p.Glu7Val").first.wait_for()
         box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
         assert box.input_value() == f"{HBB['genome_contig']}:1206:A>T"
@@ -670,6 +676,7 @@ def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(serve
             "&model=carbon-demo", "").replace("window=300", "")
         assert link.get_attribute("href").startswith(server)
         browser.close()
+    assert log.read_text().count("Traceback") == tracebacks  # neither visit raised in the app
 
 
 def test_a_constrained_design_through_the_api_meets_and_reports_its_constraints(client):

@@ -134,7 +134,9 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     def variant_from_link(run, model, species, region, reference, upload, change, alternate, window, strand, method,
                           genome, cds, context, request: gr.Request, progress=gr.Progress()):  # noqa: B008
         if not run:
-            yield {}
+            # a plain visit: nothing to score and nothing shown changes ({} alone would be read as one JSON
+            # value for the eight outputs, and raise in the app on every page load)
+            yield {verdict: gr.skip()}
             return
         yield from score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
                              genome, cds, context, request, progress)
