@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextvars
+import gc
 import os
 import signal
 import threading
+from concurrent.futures import Future
 
 import pytest
 
@@ -78,6 +80,46 @@ def test_errors_come_back_to_the_caller_and_a_nested_call_does_not_wait_on_itsel
     with pytest.raises(ValueError, match="the message"):
         broken()
     assert inner() == own  # the thread survives an error
+
+
+def test_a_stream_dropped_unclosed_and_collected_inside_another_call_does_not_hang_the_thread(monkeypatch):
+    """A server may drop a cancelled stream's generator without closing it. The garbage collector then
+    closes it wherever it runs, which can be inside another call's hand-over to the model thread, and
+    closing it is a call too: with a pool's submit (which holds a lock there) the app hung for good."""
+    closed = []
+
+    @on_model_thread
+    def stream():
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append(threading.get_ident())
+
+    steps = stream()
+    next(steps)
+    cycle = [steps]
+    cycle.append(cycle)
+    del steps, cycle  # unreachable now; only the cycle collector frees it
+    armed, plain_init = [True], Future.__init__
+
+    def collecting_init(self, *args, **kwargs):  # the collector runs here, as it may at any allocation
+        plain_init(self, *args, **kwargs)
+        if armed:
+            armed.clear()
+            gc.collect()
+
+    monkeypatch.setattr(Future, "__init__", collecting_init)
+    gc.disable()  # no collection before the one placed above
+    try:
+        caller = threading.Thread(target=model_thread.call, args=(int, "1"), daemon=True)
+        caller.start()
+        caller.join(30)
+    finally:
+        gc.enable()
+    assert not armed, "the hand-over made no future"
+    assert not caller.is_alive(), "the call waits forever for the model thread"
+    assert len(closed) == 1 and closed[0] == model_thread.call(threading.get_ident)  # closed, on the model thread
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -17,29 +17,59 @@ import contextvars
 import functools
 import inspect
 import os
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
 _NAME = "carbon-model"
-_lock = threading.Lock()
-_pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool of one thread)
+# re-entrant: a call made from a finalizer that runs while this thread starts the model thread must not wait
+# on itself
+_lock = threading.RLock()
+_worker: tuple[int, queue.SimpleQueue] | None = None  # (the process it belongs to, the model thread's tasks)
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
+def _work(tasks: queue.SimpleQueue) -> None:
+    while True:
+        future, context, fn, args, kwargs = tasks.get()
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            result = context.run(fn, *args, **kwargs)
+        except BaseException as error:  # noqa: BLE001 - the caller gets it back, whatever it is
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        del future, context, fn, args, kwargs  # nothing of a finished task kept alive while waiting for the next
+
+
+def _tasks() -> queue.SimpleQueue:
+    """The model thread's task queue, the thread started on first use in each process (a forked worker, as a
+    ZeroGPU call runs in, gets its own: the parent's thread does not exist there)."""
+    global _worker
+    worker = _worker
+    if worker is not None and worker[0] == os.getpid():
+        return worker[1]
     with _lock:
-        if _pool is None or _pool[0] != os.getpid():  # a forked worker (a ZeroGPU call) starts its own thread
-            _pool = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix=_NAME))
-        return _pool[1]
+        if _worker is None or _worker[0] != os.getpid():
+            tasks = queue.SimpleQueue()
+            threading.Thread(target=_work, args=(tasks,), name=_NAME, daemon=True).start()
+            _worker = (os.getpid(), tasks)
+        return _worker[1]
 
 
 def call(fn: Callable, *args, **kwargs):
-    """`fn(*args, **kwargs)` on the model thread, with the caller's context (Gradio's progress reads it)."""
-    if threading.current_thread().name.startswith(_NAME):  # already there: a nested call runs in place
+    """`fn(*args, **kwargs)` on the model thread, with the caller's context (Gradio's progress reads it).
+
+    Handing the task over takes no lock (a SimpleQueue's put is safe to re-enter): a stream dropped
+    without being closed is closed by the garbage collector wherever it runs, which can be in the middle
+    of another call's hand-over, and its close is a call too. A pool's submit holds a lock there, and
+    such a close, waiting on that same lock, hung the thread and, with it, every later request."""
+    if threading.current_thread().name == _NAME:  # already there: a nested call runs in place
         return fn(*args, **kwargs)
-    context = contextvars.copy_context()
-    return _executor().submit(context.run, fn, *args, **kwargs).result()
+    future: Future = Future()
+    _tasks().put((future, contextvars.copy_context(), fn, args, kwargs))
+    return future.result()
 
 
 def on_model_thread(fn: Callable) -> Callable:
