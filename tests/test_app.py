@@ -141,7 +141,7 @@ def test_models_api(client):
                         "marginal", "HBB-locus-demo", "", 5000), "at most 999"),
     ("/score_variant", ("carbon-demo", "none", "none", "ACGTACGT", None, "3:G>A", "", 100, False, "marginal", "none",
                         "2..99", 0), "must lie within the 8-base sequence"),
-    ("/scan", ("carbon-demo", "none", "none", "ACGTACGT", None, 5, 50, 100, "marginal", ""), "beyond the 8-base"),
+    ("/scan", ("carbon-demo", "none", "none", "ACGTACGT", None, 5, 50, 100, "marginal", ""), "within the 8-base"),
     ("/score_vcf", ("carbon-demo", "none", "none", "HBB-locus-demo", None, 600, False, "marginal", 0), "upload a VCF"),
 ])
 def test_bad_input_gets_a_specific_message(client, api, args, message):
