@@ -170,7 +170,7 @@ _SCAN = dict(model="carbon-demo", species="none", region="none", sequence="ACGTA
     ("/generate", dict(top_p=0), "top-p must be above 0 and at most 1"),
     ("/generate", dict(top_p=1.5), "top-p must be above 0 and at most 1"),
     ("/scan", dict(start=0), "the scan start must be at least 1, not 0"),
-    ("/scan", dict(end=11), "ends beyond the 10-base sequence"),
+    ("/scan", dict(end=11), "must lie within the 10-base sequence"),
     ("/scan", dict(window=0), r"the window \(bases\) must be at least 1, not 0"),
     ("/generate", dict(mode="codon"), "mode must be 'bp' .* or 'token'"),  # a choice field: the engine names it
     ("/generate", dict(species="martian"), "unknown species 'martian'"),

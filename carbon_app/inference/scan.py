@@ -119,11 +119,9 @@ def scan_substitutions(
     seq = clean_sequence(sequence, what="sequence")
     start = whole_number(start, "the scan start", 1)
     end = whole_number(end, "the scan end", 1)
-    if start > end:
-        raise InputError(f"the scan region starts at {start:,}, after its end at {end:,}: give start <= end")
-    if end > len(seq):
-        raise InputError(f"the scan region {start:,}-{end:,} ends beyond the {len(seq):,}-base sequence "
-                         "(positions are 1-based)")
+    if not 1 <= start <= end <= len(seq):
+        raise InputError(f"the scan region {start}-{end} must lie within the {len(seq):,}-base sequence "
+                         "(1-based, start <= end)")
     if end - start + 1 > MAX_SCAN_POSITIONS:
         raise InputError(f"the scan region has {end - start + 1:,} positions; at most {MAX_SCAN_POSITIONS:,}")
     window = whole_number(window, "the window (bases)", 1)
