@@ -15,6 +15,7 @@ from carbon_app.training import merge as merge_module
 from carbon_app.training.data import Record
 from carbon_app.training.train import TrainConfig, train, training_lineage
 from carbon_app.training.variant_sets import variant_sets
+from tests.conftest import random_dna
 
 from .test_training import _coding_gene, _tiny_training_data
 
@@ -137,3 +138,44 @@ def test_compare_reads_each_model_on_the_validation_sets_and_names_missing_ones(
     with pytest.raises(SystemExit):
         compare.main([str(start), "--part", "test", "--data", str(data)])
     assert "no test_variants.json" in capsys.readouterr().err
+
+
+def test_compare_reads_recovery_beside_the_markov_baseline_and_names_what_it_lacks(two_runs, tmp_path, capsys):
+    """`--recovery`: each model's greedy recovery on the part's windows, beside the Markov model of the training
+    windows at the order that recovers best on the validation windows. Windows cut from the training windows
+    themselves are what a high-order Markov model has by heart, so that baseline must recover nearly all of them."""
+    import shutil
+
+    from carbon_app.training import compare
+    from carbon_app.training.data import WINDOW
+
+    fixture_root, _, start, onwards = two_runs
+    trained = fixture_root / "data"
+    data = tmp_path / "data"
+    shutil.copytree(trained / "tokenizer", data / "tokenizer")
+    for name in ("train_rows.npy", "train_dna_at.npy"):
+        shutil.copy(trained / name, data / name)
+    genome, gene = _coding_gene(1)
+    record = Record("r", genome, "plant", "cress", "test", [gene], held_out=True)
+    (data / "validation_variants.json").write_text(json.dumps(variant_sets([record], random.Random(1))))
+    # the fixture's training windows are random_dna(WINDOW, i) for i in 0..5 (tests/test_training.py)
+    windows = [{"seq": random_dna(WINDOW, i)[:624], "group": group} for i, group in enumerate(["plant", "prokaryote"])]
+    (data / "validation.json").write_text(json.dumps(windows))
+    out = tmp_path / "read.json"
+    compare.main([str(start), str(onwards), "--data", str(data), "--recovery", "--json", str(out)])
+    printed = capsys.readouterr().out
+    written = json.loads(out.read_text())
+    baseline = written["markov_baseline"]
+    assert baseline["order"] >= 6 and baseline["recovery"]["all"] >= 0.9
+    for reading in written["readings"].values():
+        assert set(reading) == {"coding", "splice", "splice_matched", "recovery"}
+        assert set(reading["recovery"]) == {"plant", "prokaryote", "all"}
+        # one window a group: a share of its 30 bases
+        assert all(float(30 * reading["recovery"][g]).is_integer() for g in ("plant", "prokaryote"))
+    assert printed.count("recovery") == 4 and f"Markov order {baseline['order']}" in printed
+    (data / "train_rows.npy").unlink()
+    with pytest.raises(SystemExit):
+        compare.main([str(start), "--data", str(data), "--recovery"])
+    assert "no train_rows.npy" in capsys.readouterr().err
+    compare.main([str(start), "--data", str(data)])  # without --recovery the training rows are not needed
+    assert "recovery" not in capsys.readouterr().out

@@ -12,8 +12,10 @@ score, a 1,200-base window, both strands, every frame). The validation sets
 (the default) come from the genes of each record's validation part, so a
 choice made on them (a merge's weight, which run to continue) leaves the
 test sets the cards report unread; `--part test` reads those, for a figure
-to report, not to choose by. The (c) share and recovery are the full
-evaluation's (`evaluate.py`).
+to report, not to choose by. `--recovery` adds each model's greedy sequence
+recovery on the part's windows (bp mode, no tag), beside the Markov baseline
+whose order recovers best on the validation windows, as the evaluation reads
+them both. The (c) share is the full evaluation's (`evaluate.py`).
 """
 
 from __future__ import annotations
@@ -25,21 +27,47 @@ from pathlib import Path
 
 import torch
 
-from .evaluate import load_float32, model_delta, variant_signal
+from .evaluate import (
+    MarkovModel,
+    load_float32,
+    markov_predictor,
+    markov_recovery_by_order,
+    model_delta,
+    model_recovery,
+    recovery,
+    training_bases,
+    variant_signal,
+)
 from .train import not_a_model
 
-# the readings and their labels: (a), (b), and (b) against the matched deep-intronic SNVs where the sets hold them
-LABELS = {"coding": "(a)", "splice": "(b)", "splice_matched": "(b) same"}
+# the variant readings and their labels: (a), (b), and (b) against the matched deep-intronic SNVs where the sets
+# hold them; then recovery, read where asked for
+VARIANT_LABELS = {"coding": "(a)", "splice": "(b)", "splice_matched": "(b) same"}
+LABELS = {**VARIANT_LABELS, "recovery": "recovery"}
 
 
-def read_model(model_dir: Path, variant_sets: dict[str, list[dict]], device: str = "cpu") -> dict[str, dict]:
+def read_model(model_dir: Path, variant_sets: dict[str, list[dict]], device: str = "cpu",
+               windows: list[dict] | None = None) -> dict[str, dict]:
     """{"coding": {group: auroc, ..., "all": auroc}, "splice": {...}[, "splice_matched": {...}]} of one model
-    on these sets."""
+    on these sets, and {"recovery": {group: share of bases, ..., "all": ...}} on `windows` where given."""
     with torch.inference_mode():
-        signal = variant_signal(model_delta(load_float32(model_dir, device)),
-                                {task: variant_sets[task] for task in LABELS if variant_sets.get(task)},
+        bundle = load_float32(model_dir, device)
+        signal = variant_signal(model_delta(bundle),
+                                {task: variant_sets[task] for task in VARIANT_LABELS if variant_sets.get(task)},
                                 with_random=False)
-    return {reading: signal[reading]["auroc"] for reading in LABELS if reading in signal}
+        reading = {task: signal[task]["auroc"] for task in VARIANT_LABELS if task in signal}
+        if windows is not None:
+            reading["recovery"] = model_recovery(bundle, windows, with_species=False)
+    return reading
+
+
+def markov_baseline(data: Path, windows: list[dict]) -> dict:
+    """{"order": k, "recovery": {group: share, ..., "all": ...}} on `windows` of the Markov model of the training
+    windows whose order recovers best on the validation windows (the evaluation's baseline)."""
+    markov = MarkovModel(training_bases(data))
+    by_order = markov_recovery_by_order(markov, json.loads((data / "validation.json").read_text()))
+    order = max(by_order, key=by_order.get)
+    return {"order": order, "recovery": recovery(windows, markov_predictor(markov, order))}
 
 
 def table(readings: dict[str, dict[str, dict]]) -> str:
@@ -59,26 +87,39 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("models", nargs="+", help="model folders")
     parser.add_argument("--part", choices=("validation", "test"), default="validation")
     parser.add_argument("--data", type=Path, default=Path("data/demo"))
+    parser.add_argument("--recovery", action="store_true",
+                        help="also read greedy sequence recovery on the part's windows, beside the Markov baseline")
     parser.add_argument("--json", type=Path, help="also write the readings here")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     for folder in args.models:
         if problem := not_a_model("model", folder):
             parser.error(problem)
-    sets_file = args.data / f"{args.part}_variants.json"
-    if not sets_file.is_file():
-        parser.error(f"--data {args.data}: no {sets_file.name} (the data command writes it: "
-                     f"python -m carbon_app.training.data --out {args.data})")
-    variant_sets = json.loads(sets_file.read_text())
-    readings = {}
+    needed = [f"{args.part}_variants.json"]
+    if args.recovery:
+        needed += [f"{args.part}.json", "validation.json", "train_rows.npy"]
+    for name in dict.fromkeys(needed):
+        if not (args.data / name).is_file():
+            parser.error(f"--data {args.data}: no {name} (the data command writes it: "
+                         f"python -m carbon_app.training.data --out {args.data})")
+    variant_sets = json.loads((args.data / needed[0]).read_text())
+    written = {"part": args.part}
+    windows = None
+    if args.recovery:
+        windows = json.loads((args.data / f"{args.part}.json").read_text())
+        print("fitting the Markov baseline on the training windows", flush=True)
+        written["markov_baseline"] = markov_baseline(args.data, windows)
+    readings = written["readings"] = {}
     for folder in args.models:
         began = time.time()
-        readings[folder] = read_model(Path(folder), variant_sets, args.device)
+        readings[folder] = read_model(Path(folder), variant_sets, args.device, windows)
         print(f"read {folder} in {(time.time() - began) / 60:.1f} min", flush=True)
         if args.json:  # after each model, so that a long comparison stopped part-way keeps what it read
-            args.json.write_text(json.dumps({"part": args.part, "readings": readings}, indent=1) + "\n")
-    print(f"{args.part} variant sets, AUROC of -delta")
-    print(table(readings))
+            args.json.write_text(json.dumps(written, indent=1) + "\n")
+    print(f"{args.part} variant sets, AUROC of -delta" + (", and recovery (share of bases)" if windows else ""))
+    baseline = written.get("markov_baseline")
+    print(table(readings if baseline is None else
+                {**readings, f"Markov order {baseline['order']}": {"recovery": baseline["recovery"]}}))
 
 
 if __name__ == "__main__":

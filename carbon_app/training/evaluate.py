@@ -141,6 +141,16 @@ def recovery(windows: list[dict], predict) -> dict[str, float]:
     return result
 
 
+def markov_predictor(markov: MarkovModel, order: int):
+    """`predict(window)` for `recovery`: the order-`order` Markov model's greedy 30 bases after the context."""
+    return lambda window: markov.recover(window["seq"][:EVAL_CONTEXT], EVAL_TARGET, order)
+
+
+def markov_recovery_by_order(markov: MarkovModel, windows: list[dict]) -> dict[int, float]:
+    """Overall recovery of each order on `windows`: on the validation windows, what chooses the baseline's order."""
+    return {k: recovery(windows, markov_predictor(markov, k))["all"] for k in range(1, MAX_MARKOV_ORDER + 1)}
+
+
 def own_species_tag(bundle, group: str) -> str | None:
     """The group's species tag where the model was trained with one (never for prokaryotes, which
     Carbon leaves untagged), else None."""
@@ -342,8 +352,7 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
     variant_sets = json.loads((data / "test_variants.json").read_text())
     print(f"fitting Markov models (orders 0-{MAX_MARKOV_ORDER}) on the training windows", flush=True)
     markov = MarkovModel(training_bases(data))
-    val_by_order = {k: recovery(validation, lambda w, k=k: markov.recover(w["seq"][:EVAL_CONTEXT], EVAL_TARGET, k))
-                    ["all"] for k in range(1, MAX_MARKOV_ORDER + 1)}
+    val_by_order = markov_recovery_by_order(markov, validation)
     best_order = max(val_by_order, key=val_by_order.get)
     print(f"Markov validation recovery by order: {json.dumps({k: round(v, 4) for k, v in val_by_order.items()})}; "
           f"best k = {best_order}", flush=True)
@@ -354,7 +363,7 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
         "uniform": recovery(test, lambda w: "".join(rng.choice("ACGT") for _ in range(EVAL_TARGET))),
         "markov_order": best_order,
         "markov_validation_by_order": val_by_order,
-        "markov": recovery(test, lambda w: markov.recover(w["seq"][:EVAL_CONTEXT], EVAL_TARGET, best_order)),
+        "markov": recovery(test, markov_predictor(markov, best_order)),
         "variant_window": VARIANT_WINDOW,
         "variant_method": VARIANT_METHOD,
     }
