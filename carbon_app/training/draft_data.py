@@ -117,7 +117,7 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
     return card["target_rows"]
 
 
-def main(argv: list[str] | None = None) -> None:
+def argument_parser() -> argparse.ArgumentParser:
     from ..core.validate import argument_type, whole_number
 
     parser = argparse.ArgumentParser(prog="python -m carbon_app.training.draft_data", description=__doc__,
@@ -130,6 +130,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--greedy-only", action="store_true",
                         help="write the greedy rows alone (half of --rows), for sharpening the target itself")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argument_parser()
     args = parser.parse_args(argv)
     teacher, source = Path(args.teacher), Path(args.data)
     if problem := not_a_model("--teacher", teacher):

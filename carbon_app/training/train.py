@@ -870,7 +870,7 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m carbon_app.training.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="target")
@@ -973,6 +973,13 @@ def main(argv: list[str] | None = None) -> None:
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
                              "mammal=3 (default: every row alike); needs data built with train_groups.npy")
+    return parser
+
+
+def run_config(argv: list[str] | None, parser: argparse.ArgumentParser | None = None) -> tuple[TrainConfig, bool]:
+    """The run a command line asks for, and whether it resumes; a command that cannot run is refused through
+    `parser` by name (SystemExit)."""
+    parser = parser or argument_parser()
     args = parser.parse_args(argv)
     if args.preset == "target" and (args.teacher is None) != (args.distill_weight is None):
         parser.error("a target's --teacher and --distill-weight go together: the model it is kept near and the "
@@ -1000,7 +1007,12 @@ def main(argv: list[str] | None = None) -> None:
                                ("--anchor-weight", cfg.anchor_weight, "every token")):
         if weight and not cfg.teacher:
             parser.error(f"{flag} holds {held} near a teacher: name it with --teacher")
-    train(cfg, resume=args.resume)
+    return cfg, args.resume
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg, resume = run_config(argv)
+    train(cfg, resume=resume)
 
 
 if __name__ == "__main__":

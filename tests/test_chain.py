@@ -1,0 +1,105 @@
+"""A chain of runs rebuilt in order by one command: each stage made once, a stopped run resumed, an output made
+by another command refused, a failing stage stopping the chain with its log; and the shipped chains' commands
+well-formed and linked, each stage reading only what is installed or what an earlier stage makes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from carbon_app.training import chain as chain_module
+from carbon_app.training.chain import CHAINS, Stage, run_chain, state
+
+from .test_training import _tiny_training_data
+
+SHAPE = "--hidden 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --batch 2 --warmup 1 --no-compile --device cpu"
+
+
+def tiny_chain(tmp_path: Path, first_seed: int = 0) -> list[Stage]:
+    """A run, rows its model writes, and a run continued from it on those rows mixed in: the sc8 chain's shape."""
+    data, _ = _tiny_training_data(tmp_path)
+    runs, rows = tmp_path / "runs", tmp_path / "rows"
+    common = f"--data {data} --out-root {runs} {SHAPE}"
+    return [
+        Stage("train", f"--name first {common} --steps 3 --seed {first_seed}"),
+        Stage("draft_data", f"--teacher {runs / 'first' / 'model'} --data {data} --out {rows} --rows 4 --batch 2 "
+                            "--greedy-only --device cpu"),
+        Stage("train", f"--name onwards --init {runs / 'first' / 'model'} {common} --mix-data {rows} "
+                       "--mix-share 0.5 --steps 2 --lr 1e-2"),
+    ]
+
+
+@pytest.mark.slow
+def test_a_chain_makes_each_stage_once_resumes_a_stopped_run_and_refuses_what_another_command_made(tmp_path, capsys):
+    stages = tiny_chain(tmp_path)
+    run_chain(stages)
+    printed = capsys.readouterr().out
+    assert printed.count("to make") == 3 and printed.count("made in") == 3
+    onwards = tmp_path / "runs" / "onwards" / "model"
+    record = json.loads((onwards / "training.json").read_text())
+    assert [run["config"]["name"] for run in record["lineage"]] == ["first"]  # begun from the stage before
+    assert record["mix_rows"]["teacher"] == str(tmp_path / "runs" / "first" / "model")
+    assert all(stage.log.read_text().startswith("$ python -m carbon_app.training.") for stage in stages)
+
+    weights = (onwards / "model.safetensors").read_bytes()
+    run_chain(stages)  # everything made: nothing runs again
+    assert capsys.readouterr().out.count(": made") == 3 and (onwards / "model.safetensors").read_bytes() == weights
+
+    (onwards / "training.json").unlink()  # as if stopped after its last checkpoint, before it was saved
+    assert state(stages[2]) == "part-made"
+    run_chain(stages)
+    assert "resumed at step 2" in stages[2].log.read_text() and (onwards / "training.json").is_file()
+    assert (onwards / "model.safetensors").read_bytes() == weights  # the resumed run saves what it had reached
+
+    reseeded = tiny_chain(tmp_path, first_seed=5)  # the same names, another command for the first stage
+    with pytest.raises(SystemExit, match=r"runs/first was made by another command \(seed 0 \(this chain: 5\)\)"):
+        run_chain(reseeded)
+    assert (onwards / "model.safetensors").read_bytes() == weights  # refused before anything ran
+
+
+@pytest.mark.slow
+def test_a_chain_checks_every_command_first_and_stops_at_a_failing_stage_with_its_log(tmp_path, capsys):
+    stages = tiny_chain(tmp_path)
+    typo = Stage("train", stages[2].args.replace("--steps 2", "--steps 0"))
+    with pytest.raises(SystemExit):
+        run_chain([*stages[:2], typo])
+    assert "stage 3 of the chain (carbon_app.training.train): error: argument --steps" in capsys.readouterr().err
+    assert not stages[0].log.exists()  # the last stage's mistake found before the first ran
+
+    missing = Stage("train", stages[0].args.replace("--name first", f"--name second --init {tmp_path / 'nowhere'}"))
+    with pytest.raises(SystemExit) as stopped:
+        run_chain([stages[0], missing])
+    message = str(stopped.value)
+    assert "failed (exit code 1)" in message and f"--init {tmp_path / 'nowhere'}: not a model folder" in message
+    assert (tmp_path / "runs" / "first" / "model" / "training.json").is_file()  # the stage before it stays made
+    assert state(missing) == "to make"
+
+
+def test_a_run_stopped_part_way_that_the_chain_did_not_begin_is_not_resumed_by_it(tmp_path):
+    stage = tiny_chain(tmp_path)[0]
+    stage.folder.mkdir(parents=True)
+    (stage.folder / "checkpoint.pt").write_bytes(b"")
+    with pytest.raises(SystemExit, match="holds a run stopped part-way that this stage did not begin"):
+        state(stage)
+    (stage.folder / chain_module.COMMAND_FILE).write_text(stage.command + "\n")
+    assert state(stage) == "part-made"
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_each_shipped_chain_is_well_formed_and_reads_only_what_is_installed_or_made_before(name):
+    root = Path(__file__).resolve().parent.parent
+    stages = [Stage(module, text) for module, text in CHAINS[name]]
+    made: set[str] = set()
+    for number, stage in enumerate(stages, 1):
+        chain_module.checked(stage, number)  # flags and values as its module reads them
+        words = shlex.split(stage.args)
+        for flag in ("--init", "--teacher", "--data", "--mix-data"):
+            if flag in words:
+                read = words[words.index(flag) + 1]
+                assert read in made or read == "data/demo" or (root / read / "config.json").is_file(), (stage, read)
+        folder = str(stage.folder)
+        assert folder not in {str(Path(m).parent) for m in made} | made, f"{folder} made twice"
+        made.add(f"{folder}/model" if stage.module == "train" else folder)
