@@ -73,12 +73,17 @@ class Stage:
         return f"python -m carbon_app.training.{self.module} {self.args}"
 
     @property
-    def folder(self) -> Path:
-        """A run's folder (its model, checkpoint and log under it) or the folder of rows written."""
+    def output(self) -> Path:
+        """What the stage makes: a run's model folder, or the folder of rows written."""
         args = PARSERS[self.module]().parse_args(self.argv)
         if self.module == "train":
-            return Path(args.out_root) / (args.name or train.PRESETS[args.preset]["name"])
+            return train.model_folder(args.out_root, args.name or train.PRESETS[args.preset]["name"])
         return Path(args.out)
+
+    @property
+    def folder(self) -> Path:
+        """Where the stage works: a run's folder (its checkpoint and model), or the folder of rows."""
+        return self.output.parent if self.module == "train" else self.output
 
     @property
     def log(self) -> Path:
@@ -95,21 +100,18 @@ def checked(stage: Stage, number: int) -> None:
 def recorded(stage: Stage) -> tuple[dict, dict] | None:
     """What the stage's output records of the command that made it, beside what this stage's command would
     record; None where the stage has no finished output."""
+    record_file = stage.output / ("training.json" if stage.module == "train" else "data_card.json")
+    if not record_file.is_file():
+        return None
     if stage.module == "train":
-        record_file = train.model_folder(str(stage.folder.parent), stage.folder.name) / "training.json"
-        if not record_file.is_file():
-            return None
         cfg, _ = train.run_config(stage.argv)
         wanted = {key: value for key, value in json.loads(json.dumps(asdict(cfg))).items() if key not in MACHINE_KEYS}
         made = json.loads(record_file.read_text())["config"]
         return {key: made.get(key) for key in wanted}, wanted
-    card_file = stage.folder / "data_card.json"
-    if not card_file.is_file():
-        return None
     args = PARSERS[stage.module]().parse_args(stage.argv)
     wanted = {"teacher": str(Path(args.teacher)), "source": str(Path(args.data)), "drawn": args.rows,
               "temperatures": list(draft_data.TEMPERATURES[:1] if args.greedy_only else draft_data.TEMPERATURES)}
-    made = json.loads(card_file.read_text()).get("target_rows", {})
+    made = json.loads(record_file.read_text()).get("target_rows", {})
     return {key: made.get(key) for key in wanted}, wanted
 
 

@@ -976,10 +976,10 @@ def argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_config(argv: list[str] | None, parser: argparse.ArgumentParser | None = None) -> tuple[TrainConfig, bool]:
-    """The run a command line asks for, and whether it resumes; a command that cannot run is refused through
-    `parser` by name (SystemExit)."""
-    parser = parser or argument_parser()
+def run_config(argv: list[str] | None) -> tuple[TrainConfig, bool]:
+    """The run a command line asks for, and whether it resumes; a command that cannot run is refused, the
+    problem named (SystemExit)."""
+    parser = argument_parser()
     args = parser.parse_args(argv)
     if args.preset == "target" and (args.teacher is None) != (args.distill_weight is None):
         parser.error("a target's --teacher and --distill-weight go together: the model it is kept near and the "
