@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 from . import draft_data, train
@@ -72,10 +73,15 @@ class Stage:
     def command(self) -> str:
         return f"python -m carbon_app.training.{self.module} {self.args}"
 
+    @cached_property
+    def parsed(self) -> argparse.Namespace:
+        """The command's arguments as its module reads them (flags and values only; files are not looked at)."""
+        return PARSERS[self.module]().parse_args(self.argv)
+
     @property
     def output(self) -> Path:
         """What the stage makes: a run's model folder, or the folder of rows written."""
-        args = PARSERS[self.module]().parse_args(self.argv)
+        args = self.parsed
         if self.module == "train":
             return train.model_folder(args.out_root, args.name or train.PRESETS[args.preset]["name"])
         return Path(args.out)
@@ -108,7 +114,7 @@ def recorded(stage: Stage) -> tuple[dict, dict] | None:
         wanted = {key: value for key, value in json.loads(json.dumps(asdict(cfg))).items() if key not in MACHINE_KEYS}
         made = json.loads(record_file.read_text())["config"]
         return {key: made.get(key) for key in wanted}, wanted
-    args = PARSERS[stage.module]().parse_args(stage.argv)
+    args = stage.parsed
     wanted = {"teacher": str(Path(args.teacher)), "source": str(Path(args.data)), "drawn": args.rows,
               "temperatures": list(draft_data.TEMPERATURES[:1] if args.greedy_only else draft_data.TEMPERATURES)}
     made = json.loads(record_file.read_text()).get("target_rows", {})
