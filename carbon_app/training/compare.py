@@ -95,18 +95,19 @@ def main(argv: list[str] | None = None) -> None:
     for folder in args.models:
         if problem := not_a_model("model", folder):
             parser.error(problem)
-    needed = [f"{args.part}_variants.json"]
+    sets_file, windows_file = args.data / f"{args.part}_variants.json", args.data / f"{args.part}.json"
+    needed = [sets_file]
     if args.recovery:
-        needed += [f"{args.part}.json", "validation.json", "train_rows.npy"]
-    for name in dict.fromkeys(needed):
-        if not (args.data / name).is_file():
-            parser.error(f"--data {args.data}: no {name} (the data command writes it: "
+        needed += [windows_file, args.data / "validation.json", args.data / "train_rows.npy"]
+    for file in dict.fromkeys(needed):
+        if not file.is_file():
+            parser.error(f"--data {args.data}: no {file.name} (the data command writes it: "
                          f"python -m carbon_app.training.data --out {args.data})")
-    variant_sets = json.loads((args.data / needed[0]).read_text())
+    variant_sets = json.loads(sets_file.read_text())
     written = {"part": args.part}
     windows = None
     if args.recovery:
-        windows = json.loads((args.data / f"{args.part}.json").read_text())
+        windows = json.loads(windows_file.read_text())
         print("fitting the Markov baseline on the training windows", flush=True)
         written["markov_baseline"] = markov_baseline(args.data, windows)
     readings = written["readings"] = {}
