@@ -54,15 +54,6 @@ CHAINS = {
         ("train", f"--name dr-a3c2b --init runs/dr-a3c2/model {SC8_DRAFT} --lr 5e-4 --seed 8"),
     ],
 }
-# sc8's line with the anchored recipe run once more on new windows before the greedy-row stage (each
-# continuation on new windows has added about 0.01 to (b) on this road); the same rows and draft as sc8
-CHAINS["sc9"] = [
-    *CHAINS["sc8"][:4],
-    ("train", f"--name a3-cont3 --init runs/a3-cont2/model {ANCHORED} --stop-contrast-weight 5 --steps 234 --seed 30"),
-    ("train", f"--name a3c3-gmix-sc8 --init runs/a3-cont3/model {ANCHORED} --stop-contrast-weight 8 "
-              "--mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 31"),
-    *CHAINS["sc8"][5:],
-]
 PARSERS = {"train": train.argument_parser, "draft_data": draft_data.argument_parser}
 # where a run was made, not what it is: a GPU's bf16 and compiled kernels make the same run
 MACHINE_KEYS = ("device", "bf16_autocast", "compile")
