@@ -505,6 +505,41 @@ def test_the_stop_contrast_sets_a_coding_6mer_against_the_snvs_that_make_a_stop(
     assert stop_contrast_loss(uniform[:1], backwards, torch.tensor([0]), unknown, table) == 0
 
 
+def test_the_splice_site_probe_reads_the_annotated_stretch_of_each_row_and_weighs_sites_as_much_as_the_rest():
+    from carbon_app.training.train import annotated_stretch, splice_probe_loss
+
+    u, nc = -1, demo_data.NOT_CODING
+    frames = torch.tensor([[u, u, nc, 0, u, 1, nc, u, u],  # a transcript window: tags, bases, a 6-mer off the CDS, pads
+                           [u, u, u, u, u, u, u, u, u]])  # a genomic window: no label anywhere
+    stretch = annotated_stretch(frames)
+    assert stretch[0].tolist() == [False, False, True, True, True, True, True, False, False]
+    assert not stretch[1].any()
+    sites = torch.zeros(2, 9, dtype=torch.int8)
+    sites[0, 4] = 0b110000  # the 6-mer at 4 holds a splice dinucleotide; so does one in the genomic window,
+    sites[1, 5] = 0b000011  # which no annotation vouches for
+    # a probe whose first output says "the coming token is a site" and second "the one just read was", exactly
+    hidden = torch.zeros(2, 8, 2)
+    hidden[0, 3, 0] = hidden[0, 4, 1] = 1.0
+    probe = torch.nn.Linear(2, 2, bias=True)
+    with torch.no_grad():
+        probe.weight.copy_(torch.eye(2) * 40)
+        probe.bias.fill_(-20)
+    assert splice_probe_loss(probe, hidden, frames, sites).item() < 1e-6
+    with torch.no_grad():
+        probe.weight.zero_()
+        probe.bias.zero_()  # no opinion: log 2 whatever the share of sites
+    assert splice_probe_loss(probe, hidden, frames, sites).item() == pytest.approx(math.log(2))
+    with torch.no_grad():
+        probe.bias.fill_(-5)  # "never a site": right at 3 tokens of 4, yet the one site weighs half the loss
+    never = splice_probe_loss(probe, hidden, frames, sites).item()
+    assert never == pytest.approx(0.5 * (math.log1p(math.exp(5)) + math.log1p(math.exp(-5))))
+    # the genomic window's mark is outside every stretch: moving it changes nothing
+    moved = sites.clone()
+    moved[1] = 0
+    assert splice_probe_loss(probe, hidden, frames, moved).item() == never
+    assert splice_probe_loss(probe, hidden, torch.full((2, 9), u), sites).item() == 0  # nothing annotated
+
+
 def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_only():
     index = {"".join(bases): i for i, bases in enumerate(itertools.product(BASES, repeat=6))}
     kmer, gt = torch.tensor([index["AGGTAA"]]), marked_bases(torch.tensor([4 + 8]), 6)  # the donor's GT: bases 3, 4
@@ -580,7 +615,7 @@ def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_ea
     from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, step_loss
 
     values = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
-                  splice_contrast=0.6, splice_control=0.7, coding_kl=0.9)
+                  splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1)
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
     plain = TrainConfig(distill_weight=0.3, frame_weight=0.2)
     assert step_loss(plain, terms, with_fns=False, with_teacher=False, with_probe=False).item() == pytest.approx(2.0)
@@ -920,6 +955,16 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     log = json.loads((contrast_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_splice_contrast"] < math.log(16) < log[-1]["train_splice"]
     assert log[-1]["train_splice_control"] > 0  # read and logged at weight 0 too, as every term is
+    # the splice-site probe: its loss reaches the decoder, and a continued run fits a new one to it first
+    capsys.readouterr()
+    site_probed_dir = train(replace(cfg, name="site-probed", splice_probe_weight=1.0, batch=16))
+    site_probed = load_file(site_probed_dir / "model.safetensors")
+    assert site_probed.keys() == plain.keys()  # not saved either
+    assert any(not torch.equal(site_probed[k], spliced_plain[k]) for k in plain)
+    log = json.loads((site_probed_dir / "training.json").read_text())["log"]
+    assert 0 < log[-1]["train_splice_probe"] < 2 and log[-1]["train_loss"] > log[-1]["train_ce"]
+    train(replace(cfg, name="site-probed-more", init=str(site_probed_dir), splice_probe_weight=1.0, batch=16))
+    assert "a new splice-site probe fitted to the --init model" in capsys.readouterr().out
     # with controls: the same contrast at ordinary tokens too, a term of its own that moves the weights
     control_dir = train(replace(cfg, name="spliced-control", splice_contrast_weight=1.0, splice_control_weight=1.0,
                                 batch=16))
@@ -939,8 +984,9 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
             train(replace(cfg, name="old-labels", **{field: 0.5}))
     (data / "data_card.json").write_text(card_text)
     (data / "train_splice.npy").unlink()
-    with pytest.raises(SystemExit, match="train_splice.npy"):
-        train(replace(cfg, name="no-marks", splice_weight=1.0))
+    for field in ("splice_weight", "splice_probe_weight"):
+        with pytest.raises(SystemExit, match="train_splice.npy"):
+            train(replace(cfg, name="no-marks", **{field: 1.0}))
     (data / "train_frames.npy").unlink()
     with pytest.raises(SystemExit, match="train_frames.npy"):
         train(replace(cfg, name="no-labels", frame_weight=0.5))
@@ -1317,3 +1363,5 @@ def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with()
         "0 + 0.5 per base + 1 among rivals")
     assert splice_weights({"splice_contrast_weight": 1.0, "splice_control_weight": 1.0}) == (
         "0 + 1 among rivals + 1 at controls")
+    assert splice_weights({"splice_contrast_weight": 3.0, "splice_probe_weight": 10.0}) == (
+        "0 + 3 among rivals + 10 site probe")

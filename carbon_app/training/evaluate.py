@@ -696,10 +696,11 @@ def stop_weights(config: dict) -> str:
 
 def splice_weights(config: dict) -> str:
     """A run's splice terms as its card's runs table gives them: the 6-mer weight, then any per-base,
-    among-rivals or at-controls one."""
+    among-rivals, at-controls or site-probe one."""
     others = {"per base": config.get("splice_base_weight") or 0,
               "among rivals": config.get("splice_contrast_weight") or 0,
-              "at controls": config.get("splice_control_weight") or 0}
+              "at controls": config.get("splice_control_weight") or 0,
+              "site probe": config.get("splice_probe_weight") or 0}
     return f"{config.get('splice_weight') or 0:g}" + "".join(f" + {w:g} {form}" for form, w in others.items() if w)
 
 

@@ -46,8 +46,14 @@ the coding tokens alone: what a stop-gain's score reads held near the model
 the run began from, while the splice terms move the rest; with
 `--anchor-weight`, at every token: the whole distribution held near it as
 strongly as the added terms pull, where `--distill-weight`, a share of the
-loss, can only trade the data for it. The eight terms read
-the annotation of the training genes only; the probe is training
+loss, can only trade the data for it. With `--splice-probe-weight`, a second
+linear probe reads from the same hidden state whether the coming 6-mer holds
+a base of a splice dinucleotide and whether the 6-mer just read did, in the
+windows of annotated transcripts (each class weighed alike, sites being a few
+in a thousand tokens there): it asks the decoder to carry where an exon or
+intron ends, which the 6-mer head may then read, without pulling any 6-mer's
+probability itself. The nine terms read
+the annotation of the training genes only; the probes are training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
@@ -94,7 +100,7 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
              "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
-             "coding_distill_weight", "anchor_weight", "mix_data", "mix_share")
+             "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -148,6 +154,7 @@ class TrainConfig:
     splice_base_weight: float = 0.0  # weight of the splice dinucleotide bases' FNS cross-entropy (0: none)
     splice_contrast_weight: float = 0.0  # weight of the splice 6-mers' cross-entropy among their rivals (0: none)
     splice_control_weight: float = 0.0  # the same contrast at as many ordinary tokens, with the sites' patterns
+    splice_probe_weight: float = 0.0  # weight of the splice-site probe's loss added to the loss (0: no such probe)
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
     # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
     mix_data: str | None = None
@@ -260,7 +267,8 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 # the terms added to the loss, each at its own weight: the term (a Losses field) -> its TrainConfig weight
 ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight", "splice": "splice_weight",
                "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight",
-               "splice_control": "splice_control_weight", "coding_kl": "coding_distill_weight", "kl": "anchor_weight"}
+               "splice_control": "splice_control_weight", "coding_kl": "coding_distill_weight", "kl": "anchor_weight",
+               "splice_probe": "splice_probe_weight"}
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
 STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
@@ -367,12 +375,12 @@ def mixed_precision(cfg: TrainConfig):
 PROBE_FIT_STEPS = 50
 
 
-def fit_probe(model, probe, rows: torch.Tensor, frames: torch.Tensor, n_rows: int, cfg: TrainConfig) -> list[float]:
-    """Fit a new reading-frame probe to a trained model's hidden states, the model held still; returns the
-    probe's loss on each batch that holds a frame label. A probe starting at random sends its first, large
-    errors back into a model that already reads the frame: continuing the installed target 100 steps with
-    its own recipe cost 0.027 validation bits/base so, 0.014 with the probe fitted first and 0.007
-    without a probe."""
+def fit_probe(model, probe, rows: torch.Tensor, n_rows: int, cfg: TrainConfig, probe_loss) -> list[float]:
+    """Fit a new probe to a trained model's hidden states, the model held still; returns the probe's loss
+    (`probe_loss(probe, hidden, batch_index)`) on each batch that holds a label for it. A probe starting at
+    random sends its first, large errors back into the model: continuing the installed target 100 steps
+    with its own recipe cost 0.027 validation bits/base so, 0.014 with the reading-frame probe fitted first
+    and 0.007 without a probe."""
     generator = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(probe.parameters(), lr=3e-3)
     model.eval()
@@ -381,8 +389,8 @@ def fit_probe(model, probe, rows: torch.Tensor, frames: torch.Tensor, n_rows: in
         index = torch.randint(0, n_rows, (cfg.batch,), generator=generator)
         with torch.no_grad(), mixed_precision(cfg):
             hidden = model.model(input_ids=rows[index, :-1].to(cfg.device)).last_hidden_state
-        loss = frame_loss(probe, hidden.float(), frames[index].to(cfg.device))
-        if not loss.requires_grad:  # no coding token in these windows: nothing to fit to
+        loss = probe_loss(probe, hidden.float(), index)
+        if not loss.requires_grad:  # nothing labelled in these windows: nothing to fit to
             continue
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -397,6 +405,38 @@ def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tenso
     if not known.any():
         return torch.zeros((), device=hidden.device)
     return F.cross_entropy(probe(hidden[known]).float(), frames[:, 1:][known].long())
+
+
+def annotated_stretch(frames: torch.Tensor) -> torch.Tensor:
+    """[rows, L] frame labels -> [rows, L] bool: each row from its first to its last token with a known label,
+    where the splice marks are whole (an annotated transcript's bases; a genomic window has no label, and a
+    row a target continued has them over its source window's bases only)."""
+    known = frames >= 0
+    at = torch.arange(frames.shape[1], device=frames.device)
+    first = torch.where(known, at, frames.shape[1]).min(1, keepdim=True).values
+    last = torch.where(known, at, -1).max(1, keepdim=True).values
+    return (at >= first) & (at <= last)
+
+
+def balanced_bce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy with the positives and the negatives weighed alike (0 where either is missing)."""
+    if labels.all() or not labels.any():
+        return torch.zeros((), device=logits.device)
+    losses = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")
+    return 0.5 * (losses[labels].mean() + losses[~labels].mean())
+
+
+def splice_probe_loss(probe, hidden: torch.Tensor, frames: torch.Tensor, splice_sites: torch.Tensor) -> torch.Tensor:
+    """The splice-site probe's loss over the annotated stretches: from the hidden state at input token t,
+    whether token t + 1 (the coming 6-mer) holds a base of a splice dinucleotide and whether token t did,
+    each a balanced binary cross-entropy (a site is a few tokens in a thousand)."""
+    stretch = annotated_stretch(frames)
+    scope = stretch[:, :-1] & stretch[:, 1:]
+    if not scope.any():
+        return torch.zeros((), device=hidden.device)
+    logits = probe(hidden[scope]).float()
+    coming, read = splice_sites[:, 1:][scope] != 0, splice_sites[:, :-1][scope] != 0
+    return 0.5 * (balanced_bce(logits[:, 0], coming) + balanced_bce(logits[:, 1], read))
 
 
 def true_base_logprobs(logprobs: torch.Tensor, kmer: torch.Tensor, k: int) -> torch.Tensor:
@@ -445,6 +485,7 @@ class Losses(NamedTuple):
     splice_contrast: torch.Tensor
     splice_control: torch.Tensor
     coding_kl: torch.Tensor
+    splice_probe: torch.Tensor
 
 
 def is_kmer(ids, kmer_start: int, n_kmers: int):
@@ -454,15 +495,18 @@ def is_kmer(ids, kmer_start: int, n_kmers: int):
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
-                splice_sites: torch.Tensor | None = None) -> Losses:
+                splice_sites: torch.Tensor | None = None, site_probe=None) -> Losses:
     """The batch's Losses: cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer
     targets, (with a probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop
     table) the stop unlikelihood and the coding 6-mers' cross-entropy against their stop-making SNVs, and
     (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers, the FNS cross-entropy
-    of their splice dinucleotide bases and their cross-entropy among their rivals."""
+    of their splice dinucleotide bases and their cross-entropy among their rivals, and (with a splice-site
+    probe, the frame labels and the marks) the probe's loss."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
+    splice_probe = (splice_probe_loss(site_probe, hidden, frames, splice_sites) if site_probe is not None
+                    else torch.zeros((), device=rows.device))
     head = model.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
     keep = is_kmer(targets, kmer_start, n_kmers)
     logits = hidden[keep] @ head.T
@@ -509,7 +553,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             if controlled.any():
                 splice_control = splice_contrast_loss(logprobs[controls], kmer[controls], is_site_base[controlled])
     return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast, splice_control,
-                  coding_kl)
+                  coding_kl, splice_probe)
 
 
 def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
@@ -627,7 +671,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     frames = probe = stops = None
     stop_terms = {"--stop-weight": cfg.stop_weight, "--stop-contrast-weight": cfg.stop_contrast_weight}
     framed_terms = {"--frame-weight": cfg.frame_weight, **stop_terms,
-                    "--coding-distill-weight": cfg.coding_distill_weight}
+                    "--coding-distill-weight": cfg.coding_distill_weight,
+                    "--splice-probe-weight": cfg.splice_probe_weight}
     if any(framed_terms.values()):
         flag = next(flag for flag, w in framed_terms.items() if w)
         if not (data / "train_frames.npy").exists():
@@ -643,8 +688,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     splice_sites = None
     per_base = {"--splice-base-weight": cfg.splice_base_weight, "--splice-contrast-weight": cfg.splice_contrast_weight,
                 "--splice-control-weight": cfg.splice_control_weight}
-    if cfg.splice_weight or any(per_base.values()):
-        flag = "--splice-weight" if cfg.splice_weight else next(flag for flag, w in per_base.items() if w)
+    marked_terms = {"--splice-weight": cfg.splice_weight, "--splice-probe-weight": cfg.splice_probe_weight}
+    if any(marked_terms.values()) or any(per_base.values()):
+        flag = next(flag for flag, w in {**marked_terms, **per_base}.items() if w)
         if not (data / "train_splice.npy").exists():
             raise SystemExit(f"{flag} needs {data}/train_splice.npy: rebuild the data with this version")
         splice_sites = torch.from_numpy(np.load(data / "train_splice.npy"))
@@ -692,6 +738,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         torch.manual_seed(cfg.seed)
         probe = torch.nn.Linear(model.config.hidden_size, FRAME_CLASSES).to(cfg.device)
         trained += list(probe.parameters())
+    site_probe = None
+    if cfg.splice_probe_weight:  # two outputs: the coming 6-mer holds a splice base; the one just read did
+        site_probe = torch.nn.Linear(model.config.hidden_size, 2).to(cfg.device)
+        trained += list(site_probe.parameters())
     optimizer = torch.optim.AdamW(trained, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     cfg.out.mkdir(parents=True, exist_ok=True)
     checkpoint = cfg.out / "checkpoint.pt"
@@ -702,14 +752,22 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         model.load_state_dict(state["model"])
         if probe is not None:
             probe.load_state_dict(state["probe"])
+        if site_probe is not None:
+            site_probe.load_state_dict(state["site_probe"])
         optimizer.load_state_dict(state["optimizer"])
         step, log = state["step"], state["log"]
         torch.set_rng_state(state["rng"])
         print(f"resumed at step {step}")
-    elif probe is not None and cfg.init:
-        if fitted := fit_probe(model, probe, rows, frames, n_rows, cfg):
-            print(f"a new reading-frame probe fitted to the --init model, which stays as it is: loss "
-                  f"{fitted[0]:.3f} -> {statistics.mean(fitted[-10:]):.3f} over {len(fitted)} batches", flush=True)
+    elif cfg.init:
+        new_probes = [("reading-frame", probe, lambda probe, hidden, index: frame_loss(
+                           probe, hidden, frames[index].to(cfg.device))),
+                      ("splice-site", site_probe, lambda probe, hidden, index: splice_probe_loss(
+                           probe, hidden, frames[index].to(cfg.device), splice_sites[index].to(cfg.device)))]
+        for what, new_probe, probe_loss in new_probes:
+            if new_probe is not None and (fitted := fit_probe(model, new_probe, rows, n_rows, cfg, probe_loss)):
+                print(f"a new {what} probe fitted to the --init model, which stays as it is: loss "
+                      f"{fitted[0]:.3f} -> {statistics.mean(fitted[-10:]):.3f} over {len(fitted)} batches",
+                      flush=True)
     n_params = sum(p.numel() for p in model.parameters())
     frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters" + (f" ({frozen / 1e6:.2f}M frozen)" if frozen else "")
@@ -730,7 +788,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             terms = kmer_losses(
                 model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
-                None if splice_sites is None else splice_sites[batch_index].to(cfg.device))
+                None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe)
         ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
@@ -754,7 +812,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                   f"stop {terms.stop.item():.4f}"
                   f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice.item():.4f}"
                   f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals"
-                  f"/{terms.splice_control.item():.4f} at controls  "
+                  f"/{terms.splice_control.item():.4f} at controls/{terms.splice_probe.item():.4f} probe  "
                   f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -770,6 +828,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_splice_contrast": terms.splice_contrast.item() if splice_sites is not None else None,
                      "train_splice_control": terms.splice_control.item() if splice_sites is not None else None,
                      "train_coding_kl": terms.coding_kl.item() if cfg.coding_distill_weight else None,
+                     "train_splice_probe": terms.splice_probe.item() if site_probe is not None else None,
                      "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
@@ -778,7 +837,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                   f"fns/base {v_fns.item():.4f}", flush=True)
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                         "log": log, "rng": torch.get_rng_state(),
-                        "probe": None if probe is None else probe.state_dict()}, checkpoint)
+                        "probe": None if probe is None else probe.state_dict(),
+                        "site_probe": None if site_probe is None else site_probe.state_dict()}, checkpoint)
     return save_model_dir(cfg, model, data, n_params, log)
 
 
@@ -952,6 +1012,12 @@ def argument_parser() -> argparse.ArgumentParser:
                              "none): it asks for the true bases where no site is, against a liking for GT and AG "
                              "the splice terms teach wherever the model cannot tell a site; needs data built with "
                              "train_splice.npy")
+    parser.add_argument("--splice-probe-weight",
+                        type=argument_type(lambda text: real_number(text, "--splice-probe-weight", 0, 10)),
+                        help="weight of a splice-site probe's loss, added to the loss (default 0: none): a linear "
+                             "probe on the last hidden state reads whether the coming 6-mer, and the one just "
+                             "read, hold a splice base, so the decoder carries where exons end; needs data built "
+                             "with train_frames.npy and train_splice.npy")
     parser.add_argument("--coding-distill-weight",
                         type=argument_type(lambda text: real_number(text, "--coding-distill-weight", 0, 10)),
                         help="weight of the KL divergence from the teacher at the coding tokens alone, added to "
