@@ -930,6 +930,11 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
     return out
 
 
+def added_term(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """A flag for the weight of a term added to the loss: a number from 0 (the default: none) to 10."""
+    parser.add_argument(flag, type=argument_type(lambda text: real_number(text, flag, 0, 10)), help=help)
+
+
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m carbon_app.training.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -982,53 +987,45 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--frame-weight", type=argument_type(lambda text: real_number(text, "--frame-weight", 0, 1)),
                         help="share of the loss given to a reading-frame probe on the last hidden state "
                              "(default 0: none); needs data built with train_frames.npy")
-    parser.add_argument("--stop-weight", type=argument_type(lambda text: real_number(text, "--stop-weight", 0, 10)),
-                        help="weight of an unlikelihood term on 6-mers with a stop codon in a labelled coding "
-                             "frame (default 0: none); needs data built with train_frames.npy")
-    parser.add_argument("--stop-contrast-weight",
-                        type=argument_type(lambda text: real_number(text, "--stop-contrast-weight", 0, 10)),
-                        help="weight of the cross-entropy of each coding 6-mer among itself and its single-base "
-                             "substitutions that hold a stop codon in its labelled frame, added to the loss "
-                             "(default 0: none); needs data built with train_frames.npy")
-    parser.add_argument("--splice-weight",
-                        type=argument_type(lambda text: real_number(text, "--splice-weight", 0, 10)),
-                        help="weight of the cross-entropy of the 6-mers holding a canonical splice "
-                             "dinucleotide's base, added to the loss (default 0: none); needs data built with "
-                             "train_splice.npy")
-    parser.add_argument("--splice-base-weight",
-                        type=argument_type(lambda text: real_number(text, "--splice-base-weight", 0, 10)),
-                        help="weight of the FNS cross-entropy of the canonical splice dinucleotides' bases "
-                             "themselves, added to the loss (default 0: none); needs data built with "
-                             "train_splice.npy")
-    parser.add_argument("--splice-contrast-weight",
-                        type=argument_type(lambda text: real_number(text, "--splice-contrast-weight", 0, 10)),
-                        help="weight of the cross-entropy of each splice-site 6-mer among the 6-mers that differ "
-                             "from it at its splice dinucleotide's bases only, added to the loss (default 0: "
-                             "none); needs data built with train_splice.npy")
-    parser.add_argument("--splice-control-weight",
-                        type=argument_type(lambda text: real_number(text, "--splice-control-weight", 0, 10)),
-                        help="weight of the same among-rivals cross-entropy at an ordinary token for each "
-                             "splice-site 6-mer, the rivals varying the same bases, added to the loss (default 0: "
-                             "none): it asks for the true bases where no site is, against a liking for GT and AG "
-                             "the splice terms teach wherever the model cannot tell a site; needs data built with "
-                             "train_splice.npy")
-    parser.add_argument("--splice-probe-weight",
-                        type=argument_type(lambda text: real_number(text, "--splice-probe-weight", 0, 10)),
-                        help="weight of a splice-site probe's loss, added to the loss (default 0: none): a linear "
-                             "probe on the last hidden state reads whether the coming 6-mer, and the one just "
-                             "read, hold a splice base, so the decoder carries where exons end; needs data built "
-                             "with train_frames.npy and train_splice.npy")
-    parser.add_argument("--coding-distill-weight",
-                        type=argument_type(lambda text: real_number(text, "--coding-distill-weight", 0, 10)),
-                        help="weight of the KL divergence from the teacher at the coding tokens alone, added to "
-                             "the loss (default 0: none): it holds what a stop-gain's score reads while the "
-                             "splice terms move the rest; needs --teacher and data built with train_frames.npy")
-    parser.add_argument("--anchor-weight",
-                        type=argument_type(lambda text: real_number(text, "--anchor-weight", 0, 10)),
-                        help="weight of the KL divergence from the teacher at every token, added to the loss "
-                             "(default 0: none): the whole distribution held near the teacher as strongly as the "
-                             "contrast terms pull, where --distill-weight only shares the loss with the data; "
-                             "needs --teacher")
+    added_term(parser, "--stop-weight",
+               "weight of an unlikelihood term on 6-mers with a stop codon in a labelled coding "
+               "frame (default 0: none); needs data built with train_frames.npy")
+    added_term(parser, "--stop-contrast-weight",
+               "weight of the cross-entropy of each coding 6-mer among itself and its single-base "
+               "substitutions that hold a stop codon in its labelled frame, added to the loss "
+               "(default 0: none); needs data built with train_frames.npy")
+    added_term(parser, "--splice-weight",
+               "weight of the cross-entropy of the 6-mers holding a canonical splice "
+               "dinucleotide's base, added to the loss (default 0: none); needs data built with "
+               "train_splice.npy")
+    added_term(parser, "--splice-base-weight",
+               "weight of the FNS cross-entropy of the canonical splice dinucleotides' bases "
+               "themselves, added to the loss (default 0: none); needs data built with "
+               "train_splice.npy")
+    added_term(parser, "--splice-contrast-weight",
+               "weight of the cross-entropy of each splice-site 6-mer among the 6-mers that differ "
+               "from it at its splice dinucleotide's bases only, added to the loss (default 0: "
+               "none); needs data built with train_splice.npy")
+    added_term(parser, "--splice-control-weight",
+               "weight of the same among-rivals cross-entropy at an ordinary token for each "
+               "splice-site 6-mer, the rivals varying the same bases, added to the loss (default 0: "
+               "none): it asks for the true bases where no site is, against a liking for GT and AG "
+               "the splice terms teach wherever the model cannot tell a site; needs data built with "
+               "train_splice.npy")
+    added_term(parser, "--splice-probe-weight",
+               "weight of a splice-site probe's loss, added to the loss (default 0: none): a linear "
+               "probe on the last hidden state reads whether the coming 6-mer, and the one just "
+               "read, hold a splice base, so the decoder carries where exons end; needs data built "
+               "with train_frames.npy and train_splice.npy")
+    added_term(parser, "--coding-distill-weight",
+               "weight of the KL divergence from the teacher at the coding tokens alone, added to "
+               "the loss (default 0: none): it holds what a stop-gain's score reads while the "
+               "splice terms move the rest; needs --teacher and data built with train_frames.npy")
+    added_term(parser, "--anchor-weight",
+               "weight of the KL divergence from the teacher at every token, added to the loss "
+               "(default 0: none): the whole distribution held near the teacher as strongly as the "
+               "contrast terms pull, where --distill-weight only shares the loss with the data; "
+               "needs --teacher")
     parser.add_argument("--mix-data", help="a second training-data folder whose rows join the draw, e.g. a "
                         "target's own greedy continuations (draft_data --greedy-only), which it learns to commit "
                         "to; needs --mix-share")
