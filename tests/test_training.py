@@ -963,8 +963,10 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert any(not torch.equal(site_probed[k], spliced_plain[k]) for k in plain)
     log = json.loads((site_probed_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_splice_probe"] < 2 and log[-1]["train_loss"] > log[-1]["train_ce"]
-    train(replace(cfg, name="site-probed-more", init=str(site_probed_dir), splice_probe_weight=1.0, batch=16))
+    more = [load_file(train(replace(cfg, name=f"site-probed-more-{i}", init=str(site_probed_dir),
+                                    splice_probe_weight=1.0, batch=16)) / "model.safetensors") for i in range(2)]
     assert "a new splice-site probe fitted to the --init model" in capsys.readouterr().out
+    assert all(torch.equal(more[0][k], more[1][k]) for k in plain)  # seeded: the new probe starts alike each time
     # with controls: the same contrast at ordinary tokens too, a term of its own that moves the weights
     control_dir = train(replace(cfg, name="spliced-control", splice_contrast_weight=1.0, splice_control_weight=1.0,
                                 batch=16))

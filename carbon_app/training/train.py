@@ -734,8 +734,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         if teacher is not None:
             teacher.model.compile()
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    torch.manual_seed(cfg.seed)  # the probes start alike in every run of a seed, --init's included
     if cfg.frame_weight:
-        torch.manual_seed(cfg.seed)
         probe = torch.nn.Linear(model.config.hidden_size, FRAME_CLASSES).to(cfg.device)
         trained += list(probe.parameters())
     site_probe = None
