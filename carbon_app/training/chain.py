@@ -113,7 +113,10 @@ def recorded(stage: Stage) -> tuple[dict, dict] | None:
         cfg, _ = train.run_config(stage.argv)
         wanted = {key: value for key, value in json.loads(json.dumps(asdict(cfg))).items() if key not in MACHINE_KEYS}
         made = json.loads(record_file.read_text())["config"]
-        return {key: made.get(key) for key in wanted}, wanted
+        # a key a record lacks is a setting added after that run was made: every new setting defaults to what
+        # runs did before it, so such a run was made with the default
+        defaults = json.loads(json.dumps(asdict(train.TrainConfig())))
+        return {key: made.get(key, defaults[key]) for key in wanted}, wanted
     args = stage.parsed
     wanted = {"teacher": str(Path(args.teacher)), "source": str(Path(args.data)), "drawn": args.rows,
               "temperatures": list(draft_data.TEMPERATURES[:1] if args.greedy_only else draft_data.TEMPERATURES)}
