@@ -631,6 +631,63 @@ def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_ea
     assert step_loss(every, terms, True, True, True).item() == pytest.approx(shared + added)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_where_nothing_conflicts(compiled):
+    """--protect-data: where the rest of the loss pulls against the data's, the step's gradient still descends
+    the data's loss as the data's own gradient would (their dot product is the data gradient's squared norm);
+    where nothing conflicts, it is the plain gradient of the loss. Through a compiled decoder too."""
+    from carbon_app.training.train import TrainConfig, build_model, kept_gradient, kmer_losses, protect_gradient
+
+    rows = torch.randint(20, 20 + 4096, (3, 24), generator=torch.Generator().manual_seed(4))
+    model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0)
+    if compiled:
+        model.model.compile()
+    params = list(model.parameters())
+
+    def flat(grads):
+        return torch.cat([g.reshape(-1) for g in grads])
+
+    def protected(rest):
+        """The gradient of ce + rest(terms) after surgery, and the cosine it reports."""
+        g_data = kept_gradient(kmer_losses(model, rows, 20, 4096).ce, params)
+        model.zero_grad(set_to_none=True)
+        terms = kmer_losses(model, rows, 20, 4096)
+        (terms.ce + rest(terms)).backward()
+        plain = flat(p.grad.clone() for p in params)
+        cosine = protect_gradient(params, g_data)
+        return flat(g_data), plain, flat(p.grad for p in params), cosine
+
+    g_data, plain, after, cosine = protected(lambda terms: -3 * terms.ce)  # the rest straight against the data
+    assert cosine == pytest.approx(-1, abs=1e-4)
+    assert torch.allclose(after, g_data, atol=1e-6)  # its pull against the data's gradient removed, all of it
+    g_data, plain, after, cosine = protected(lambda terms: 4 * terms.fns - 2 * terms.ce)  # partly against
+    assert cosine < 0 and not torch.allclose(after, plain, atol=1e-4)
+    assert torch.dot(after, g_data).item() == pytest.approx(torch.dot(g_data, g_data).item(), rel=1e-4)
+    rest = after - g_data  # what is left of the rest is free of the data's direction
+    assert abs(torch.dot(rest, g_data).item()) < 1e-4 * torch.dot(g_data, g_data).item()
+    g_data, plain, after, cosine = protected(lambda terms: 2 * terms.ce)  # nothing against: the plain gradient
+    assert cosine == pytest.approx(1, abs=1e-4) and torch.equal(after, plain)
+
+
+def test_what_protect_keeps_is_the_data_or_the_data_and_the_teachers_kl_terms_as_the_loss_counts_them():
+    from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, kept_part, step_loss
+
+    values = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
+                  splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1)
+    terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
+    weights = {weight: 1.0 + i for i, weight in enumerate(ADDED_TERMS.values())}
+    cfg = TrainConfig(distill_weight=0.3, frame_weight=0.2, **weights)
+    data = 0.8 * 0.7 * 0.5 * (2.0 + 1.0)
+    assert kept_part(replace(cfg, protect="data"), terms, True, True, True).item() == pytest.approx(data)
+    assert kept_part(replace(cfg, protect="data"), terms, False, False, False).item() == pytest.approx(2.0)
+    held = kept_part(replace(cfg, protect="held"), terms, True, True, True).item()
+    teaching = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
+                   if term not in ("coding_kl", "kl"))
+    # the rest, what surgery may bend, is the added teaching terms and the probe's share: nothing of the teacher
+    rest = step_loss(cfg, terms, True, True, True).item() - held
+    assert rest == pytest.approx(teaching + 0.2 * 0.8)
+
+
 def test_markov_baseline_learns_what_it_saw():
     period = np.array([0, 1, 2, 3, 3, 2, 1, 0, 2, 2] * 60)
     markov = MarkovModel(period[None, :], max_order=4)
@@ -967,6 +1024,24 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
                                     splice_probe_weight=1.0, batch=16)) / "model.safetensors") for i in range(2)]
     assert "a new splice-site probe fitted to the --init model" in capsys.readouterr().out
     assert all(torch.equal(more[0][k], more[1][k]) for k in plain)  # seeded: the new probe starts alike each time
+    # protected: each step's gradient goes through the surgery, with the data loss's gradient of that batch
+    surgeries = []
+
+    def watched_surgery(params, g_data):
+        assert [g.shape for g in g_data] == [p.shape for p in params]
+        cosine = real_surgery(params, g_data)
+        surgeries.append(cosine)
+        return cosine
+
+    real_surgery = train_module.protect_gradient
+    monkeypatch.setattr(train_module, "protect_gradient", watched_surgery)
+    capsys.readouterr()
+    protected_dir = train(replace(cfg, name="spliced-protected", protect="data", splice_contrast_weight=1.0,
+                                  batch=16))
+    record = json.loads((protected_dir / "training.json").read_text())
+    assert len(surgeries) == cfg.steps and all(-1 <= c <= 1 for c in surgeries)
+    assert record["config"]["protect"] == "data" and "data/rest gradient cosine" in capsys.readouterr().out
+    assert record["log"][-1]["steps_protected"] == sum(c < 0 for c in surgeries)
     # with controls: the same contrast at ordinary tokens too, a term of its own that moves the weights
     control_dir = train(replace(cfg, name="spliced-control", splice_contrast_weight=1.0, splice_control_weight=1.0,
                                 batch=16))

@@ -52,7 +52,10 @@ a base of a splice dinucleotide and whether the 6-mer just read did, in the
 windows of annotated transcripts (each class weighed alike, sites being a few
 in a thousand tokens there): it asks the decoder to carry where an exon or
 intron ends, which the 6-mer head may then read, without pulling any 6-mer's
-probability itself. The nine terms read
+probability itself. With `--protect data` or `--protect held`, each step's gradient goes
+through gradient surgery (PCGrad): where the rest of the loss pulls against what is kept (the data's own
+loss; or that and the teacher's KL terms), the rest loses its component along the kept loss's gradient, so
+the added terms teach only what costs the kept loss nothing to first order. The nine terms read
 the annotation of the training genes only; the probes are training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
@@ -100,7 +103,7 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
              "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
-             "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share")
+             "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share", "protect")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -159,6 +162,10 @@ class TrainConfig:
     # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
     mix_data: str | None = None
     mix_share: float = 0.0
+    # gradient surgery: the rest of the loss's gradient loses its component against the gradient of what is kept,
+    # wherever the two conflict: "data" (the data's own loss) or "held" (that and the teacher's KL terms), so that
+    # what the added terms teach is not paid for there (to first order); None: no surgery
+    protect: str | None = None
 
     @property
     def out(self) -> Path:
@@ -567,6 +574,52 @@ def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: boo
     return loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
 
 
+PROTECTED = ("data", "held")  # what --protect keeps whole: the data's loss, or that and the teacher's KL terms
+
+
+def kept_part(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
+    """What `cfg.protect` keeps, as `step_loss` counts it: the data's own loss (its cross-entropy, and FNS) at the
+    share the teacher's KL and the probe leave it; for "held", with the teacher's KL at its share and the coding
+    and anchor KL terms at their weights too: the model as it was, beside the data."""
+    probe_share = 1 - cfg.frame_weight if with_probe else 1.0
+    data = 0.5 * (terms.ce + terms.fns) if with_fns else terms.ce
+    if not with_teacher:
+        return probe_share * data
+    kept = probe_share * (1 - cfg.distill_weight) * data
+    if cfg.protect == "held":
+        kept = (kept + probe_share * cfg.distill_weight * terms.kl + cfg.coding_distill_weight * terms.coding_kl
+                + cfg.anchor_weight * terms.kl)
+    return kept
+
+
+def kept_gradient(kept_loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The kept loss's gradient for each parameter (zeros where it reaches none, as a probe's)."""
+    grads = torch.autograd.grad(kept_loss, params, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+
+
+def protect_gradient(params: list[torch.Tensor], g_data: list[torch.Tensor]) -> float:
+    """Gradient surgery as in PCGrad (Yu et al. 2020), with the kept loss (`kept_part`) the task kept whole: each
+    parameter's gradient (that of the whole loss) is split into the kept loss's, `g_data`, and the rest's (the
+    added terms' and the probe's, and the teacher's where only the data is kept); where the rest pulls against
+    the kept loss (their dot product below 0), its component along `g_data` is removed. A step then lowers the
+    added terms only in directions that do not raise the kept loss, to first order, and descends that loss as
+    its own gradient would. Returns the two parts' cosine before surgery. (`g_data` comes from a forward pass
+    of its own: a compiled decoder's backward does not run twice through one graph.)"""
+    for p in params:
+        if p.grad is None:  # a parameter the whole loss does not reach
+            p.grad = torch.zeros_like(p)
+    g_rest = [p.grad - a for p, a in zip(params, g_data, strict=True)]
+    dot = sum((a.double() * b.double()).sum() for a, b in zip(g_data, g_rest, strict=True))
+    data_norm2 = sum(a.double().square().sum() for a in g_data)
+    rest_norm2 = sum(b.double().square().sum() for b in g_rest)
+    if dot < 0 and data_norm2 > 0:
+        along = float(dot / data_norm2)
+        for p, a in zip(params, g_data, strict=True):
+            p.grad -= along * a
+    return float(dot / (data_norm2.sqrt() * rest_norm2.sqrt()).clamp(min=1e-30))
+
+
 # a weighted batch is drawn from a generator seeded by seed * SEED_STRIDE + step: a seed below 2**31 keeps that
 # within the 64 bits a torch generator takes for any step count (generation's seeds may go to 2**63 - 1)
 SEED_STRIDE = 1_000_003
@@ -778,21 +831,33 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     began = time.perf_counter()
     first_step, timed_from = step, began  # a budget times this run's own steps (a resumed run's too)
     kmer_start, n_kmers = tokenizer.kmer_start_id, tokenizer.n_kmers
+    cosines: list[float] = []  # with --protect: each step's cosine between the kept loss's and the rest's gradients
     while step < cfg.steps:
         model.train()
         batch_index = draw(step)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
+        batch_rows = rows[batch_index].to(cfg.device)
+        g_data = None
+        if cfg.protect:  # the kept loss's own gradient first, from a forward pass of its terms alone
+            with mixed_precision(cfg):
+                kept_terms = kmer_losses(model, batch_rows, kmer_start, n_kmers,
+                                         teacher if cfg.protect == "held" else None, with_fns,
+                                         frames=None if frames is None else frames[batch_index].to(cfg.device))
+            g_data = kept_gradient(kept_part(cfg, kept_terms, with_fns, teacher is not None, probe is not None),
+                                   trained)
         with mixed_precision(cfg):
             terms = kmer_losses(
-                model, rows[batch_index].to(cfg.device), kmer_start, n_kmers, teacher, with_fns, probe,
+                model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe,
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe)
-        ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if g_data is not None:
+            cosines.append(protect_gradient(trained, g_data))
+        ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
@@ -813,7 +878,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                   f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice.item():.4f}"
                   f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals"
                   f"/{terms.splice_control.item():.4f} at controls/{terms.splice_probe.item():.4f} probe  "
-                  f"lr {learning_rate(cfg, step - 1):.2e}  "
+                  + (f"{cfg.protect}/rest gradient cosine {statistics.mean(cosines[-50:]):+.3f} "
+                     f"({sum(c < 0 for c in cosines[-50:])} of {len(cosines[-50:])} steps against)  "
+                     if cosines else "")
+                  + f"lr {learning_rate(cfg, step - 1):.2e}  "
                   f"{(time.perf_counter() - began) / 60:.1f} min", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
@@ -829,6 +897,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_splice_control": terms.splice_control.item() if splice_sites is not None else None,
                      "train_coding_kl": terms.coding_kl.item() if cfg.coding_distill_weight else None,
                      "train_splice_probe": terms.splice_probe.item() if site_probe is not None else None,
+                     # with --protect: the steps so far whose added terms pulled against the kept loss, surgery made
+                     "steps_protected": sum(c < 0 for c in cosines) if cfg.protect else None,
                      "val_ce": v_ce.item(),
                      "val_fns_per_base": v_fns.item(), "val_bits_per_base": v_ce.item()
                      / tokenizer.k / math.log(2), "minutes": (time.perf_counter() - began) / 60}
@@ -1032,6 +1102,12 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mix-share", type=argument_type(lambda text: real_number(text, "--mix-share", 0, 1,
                                                                                    above_low=True)),
                         help="the share of the draw the --mix-data rows make, e.g. 0.25")
+    parser.add_argument("--protect", choices=PROTECTED,
+                        help="gradient surgery (PCGrad): where the rest of the loss pulls against what is kept, "
+                             "its gradient loses the component along the kept loss's, so that what it teaches costs "
+                             "that nothing to first order: 'data', the data's own loss (the teacher's KL among the "
+                             "rest), or 'held', that and the teacher's KL terms (the added terms and the probe the "
+                             "rest); a second forward and backward pass a step")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
