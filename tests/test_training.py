@@ -611,11 +611,15 @@ def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_win
             whole.fns.item(), rel=1e-5)
 
 
+# one batch's loss terms, each a distinct value, for the tests of how a step's loss counts them
+LOSS_VALUES = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
+                   splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1)
+
+
 def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
     from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, step_loss
 
-    values = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
-                  splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1)
+    values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
     plain = TrainConfig(distill_weight=0.3, frame_weight=0.2)
     assert step_loss(plain, terms, with_fns=False, with_teacher=False, with_probe=False).item() == pytest.approx(2.0)
@@ -672,8 +676,7 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
 def test_what_protect_keeps_is_the_data_or_the_data_and_the_teachers_kl_terms_as_the_loss_counts_them():
     from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, kept_part, step_loss
 
-    values = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
-                  splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1)
+    values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
     weights = {weight: 1.0 + i for i, weight in enumerate(ADDED_TERMS.values())}
     cfg = TrainConfig(distill_weight=0.3, frame_weight=0.2, **weights)

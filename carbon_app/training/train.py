@@ -574,22 +574,17 @@ def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: boo
     return loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
 
 
-PROTECTED = ("data", "held")  # what --protect keeps whole: the data's loss, or that and the teacher's KL terms
+# what --protect keeps whole, as Losses fields: the data's loss, or that and the teacher's KL terms
+KEPT_TERMS = {"data": ("ce", "fns"), "held": ("ce", "fns", "kl", "coding_kl")}
+PROTECTED = tuple(KEPT_TERMS)
 
 
 def kept_part(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
-    """What `cfg.protect` keeps, as `step_loss` counts it: the data's own loss (its cross-entropy, and FNS) at the
-    share the teacher's KL and the probe leave it; for "held", with the teacher's KL at its share and the coding
-    and anchor KL terms at their weights too: the model as it was, beside the data."""
-    probe_share = 1 - cfg.frame_weight if with_probe else 1.0
-    data = 0.5 * (terms.ce + terms.fns) if with_fns else terms.ce
-    if not with_teacher:
-        return probe_share * data
-    kept = probe_share * (1 - cfg.distill_weight) * data
-    if cfg.protect == "held":
-        kept = (kept + probe_share * cfg.distill_weight * terms.kl + cfg.coding_distill_weight * terms.coding_kl
-                + cfg.anchor_weight * terms.kl)
-    return kept
+    """What `cfg.protect` keeps, as `step_loss` counts it: that loss with every other term at 0 (the data's own
+    loss at the share the teacher's KL and the probe leave it; for "held", the teacher's KL terms too)."""
+    zero = torch.zeros((), device=terms.ce.device)
+    kept = terms._replace(**{name: zero for name in Losses._fields if name not in KEPT_TERMS[cfg.protect]})
+    return step_loss(cfg, kept, with_fns, with_teacher, with_probe)
 
 
 def kept_gradient(kept_loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -852,12 +847,12 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                 model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe,
                 None if frames is None else frames[batch_index].to(cfg.device), stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe)
+        ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if g_data is not None:
             cosines.append(protect_gradient(trained, g_data))
-        ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
