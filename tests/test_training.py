@@ -673,7 +673,7 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
     assert cosine == pytest.approx(1, abs=1e-4) and torch.equal(after, plain)
 
 
-def test_what_protect_keeps_is_the_data_or_the_data_and_the_teachers_kl_terms_as_the_loss_counts_them():
+def test_what_protect_keeps_is_the_data_the_teachers_kl_terms_and_the_stop_terms_as_the_loss_counts_them():
     from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, kept_part, step_loss
 
     values = LOSS_VALUES
@@ -687,8 +687,14 @@ def test_what_protect_keeps_is_the_data_or_the_data_and_the_teachers_kl_terms_as
     teaching = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
                    if term not in ("coding_kl", "kl"))
     # the rest, what surgery may bend, is the added teaching terms and the probe's share: nothing of the teacher
-    rest = step_loss(cfg, terms, True, True, True).item() - held
-    assert rest == pytest.approx(teaching + 0.2 * 0.8)
+    whole = step_loss(cfg, terms, True, True, True).item()
+    assert whole - held == pytest.approx(teaching + 0.2 * 0.8)
+    # "coding" keeps the stop terms too: the splice terms and the probe's share are all it may bend
+    coding = kept_part(replace(cfg, protect="coding"), terms, True, True, True).item()
+    stops = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
+                if term in ("stop", "stop_contrast"))
+    assert coding == pytest.approx(held + stops)
+    assert whole - coding == pytest.approx(teaching - stops + 0.2 * 0.8)
 
 
 def test_markov_baseline_learns_what_it_saw():
@@ -1045,6 +1051,15 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert len(surgeries) == cfg.steps and all(-1 <= c <= 1 for c in surgeries)
     assert record["config"]["protect"] == "data" and "data/rest gradient cosine" in capsys.readouterr().out
     assert record["log"][-1]["steps_protected"] == sum(c < 0 for c in surgeries)
+    # "coding": the kept pass reads the stop terms too, so its gradient differs from the data's by theirs alone
+    kept_norms = []
+    monkeypatch.setattr(train_module, "protect_gradient",
+                        lambda params, g_data: kept_norms.append(sum(g.square().sum() for g in g_data).item()) or 0.0)
+    for name, protect, stop_weight in (("kept-data", "data", 1.0), ("kept-coding", "coding", 1.0),
+                                       ("kept-coding-no-stops", "coding", 0.0)):
+        train(replace(cfg, name=name, protect=protect, stop_weight=stop_weight, stop_contrast_weight=stop_weight,
+                      splice_contrast_weight=1.0, batch=16, steps=1))
+    assert kept_norms[1] != pytest.approx(kept_norms[0]) and kept_norms[2] == pytest.approx(kept_norms[0])
     # with controls: the same contrast at ordinary tokens too, a term of its own that moves the weights
     control_dir = train(replace(cfg, name="spliced-control", splice_contrast_weight=1.0, splice_control_weight=1.0,
                                 batch=16))

@@ -52,11 +52,11 @@ a base of a splice dinucleotide and whether the 6-mer just read did, in the
 windows of annotated transcripts (each class weighed alike, sites being a few
 in a thousand tokens there): it asks the decoder to carry where an exon or
 intron ends, which the 6-mer head may then read, without pulling any 6-mer's
-probability itself. With `--protect data` or `--protect held`, each step's gradient goes
+probability itself. With `--protect data`, `held` or `coding`, each step's gradient goes
 through gradient surgery (PCGrad): where the rest of the loss pulls against what is kept (the data's own
-loss; or that and the teacher's KL terms), the rest loses its component along the kept loss's gradient, so
-the added terms teach only what costs the kept loss nothing to first order. The nine terms read
-the annotation of the training genes only; the probes are training
+loss; or that and the teacher's KL terms; or those and the stop terms), the rest loses its component
+along the kept loss's gradient, so the added terms teach only what costs the kept loss nothing to first
+order. The nine terms read the annotation of the training genes only; the probes are training
 scaffolding, not part of the saved model, which stays a plain Llama
 decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
@@ -574,8 +574,10 @@ def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: boo
     return loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
 
 
-# what --protect keeps whole, as Losses fields: the data's loss, or that and the teacher's KL terms
-KEPT_TERMS = {"data": ("ce", "fns"), "held": ("ce", "fns", "kl", "coding_kl")}
+# what --protect keeps whole, as Losses fields: the data's loss; or that and the teacher's KL terms; or those and
+# the stop terms, what the stop-gain reading rests on, so that only the splice terms and the probes are bent
+KEPT_TERMS = {"data": ("ce", "fns"), "held": ("ce", "fns", "kl", "coding_kl"),
+              "coding": ("ce", "fns", "kl", "coding_kl", "stop", "stop_contrast")}
 PROTECTED = tuple(KEPT_TERMS)
 
 
@@ -837,9 +839,11 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         g_data = None
         if cfg.protect:  # the kept loss's own gradient first, from a forward pass of its terms alone
             with mixed_precision(cfg):
+                kept = KEPT_TERMS[cfg.protect]
                 kept_terms = kmer_losses(model, batch_rows, kmer_start, n_kmers,
-                                         teacher if cfg.protect == "held" else None, with_fns,
-                                         frames=None if frames is None else frames[batch_index].to(cfg.device))
+                                         teacher if "kl" in kept else None, with_fns,
+                                         frames=None if frames is None else frames[batch_index].to(cfg.device),
+                                         stops=stops if "stop" in kept else None)
             g_data = kept_gradient(kept_part(cfg, kept_terms, with_fns, teacher is not None, probe is not None),
                                    trained)
         with mixed_precision(cfg):
@@ -1101,7 +1105,8 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="gradient surgery (PCGrad): where the rest of the loss pulls against what is kept, "
                              "its gradient loses the component along the kept loss's, so that what it teaches costs "
                              "that nothing to first order: 'data', the data's own loss (the teacher's KL among the "
-                             "rest), or 'held', that and the teacher's KL terms (the added terms and the probe the "
+                             "rest), 'held', that and the teacher's KL terms (the added terms and the probe the "
+                             "rest), or 'coding', those and the stop terms (the splice terms and the probes the "
                              "rest); a second forward and backward pass a step")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
