@@ -658,7 +658,7 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
         terms = kmer_losses(model, rows, 20, 4096)
         (terms.ce + rest(terms)).backward()
         plain = flat(p.grad.clone() for p in params)
-        cosine = protect_gradient(params, g_data)
+        cosine = protect_gradient(params, [g_data])
         return flat(g_data), plain, flat(p.grad for p in params), cosine
 
     g_data, plain, after, cosine = protected(lambda terms: -3 * terms.ce)  # the rest straight against the data
@@ -671,6 +671,41 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
     assert abs(torch.dot(rest, g_data).item()) < 1e-4 * torch.dot(g_data, g_data).item()
     g_data, plain, after, cosine = protected(lambda terms: 2 * terms.ce)  # nothing against: the plain gradient
     assert cosine == pytest.approx(1, abs=1e-4) and torch.equal(after, plain)
+
+
+def test_surgery_in_ranked_tiers_bends_each_part_least_so_that_it_pulls_against_nothing_ranked_above_it():
+    """--protect ordered: a part is changed least so that its dot product with each gradient ranked above it is
+    at least 0 (checked by the optimality conditions of that small quadratic programme: the change a non-negative
+    mix of the binding gradients, each used only where it binds); the first tier's descent is kept whole."""
+    from carbon_app.training.train import protect_gradient, without_conflict
+
+    generator = torch.Generator().manual_seed(8)
+    conflicts = 0
+    for _ in range(300):
+        v, *above = torch.randn(3, 5, generator=generator, dtype=torch.float64)
+        u = without_conflict(v, above)
+        assert all(u @ g >= -1e-9 for g in above)
+        held_to = torch.stack(above)
+        mix = torch.linalg.lstsq(held_to.T, u - v).solution
+        assert torch.allclose(mix @ held_to, u - v, atol=1e-9)  # the change lies in their span...
+        assert (mix >= -1e-9).all()  # ...a non-negative mix...
+        assert all(m.abs() < 1e-9 or (u @ g).abs() < 1e-9 for m, g in zip(mix, above, strict=True))  # ...of binders
+        conflicts += not torch.equal(u, v)
+    assert 100 < conflicts < 300  # both cases met
+    first, second = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0])
+    weight = torch.nn.Parameter(torch.zeros(3))
+    for rest, changed in (([-2.0, -3.0, 1.0], True), ([1.0, 2.0, 5.0], False)):
+        whole = first + second + torch.tensor(rest)
+        weight.grad = whole.clone()
+        cosine = protect_gradient([weight], [[first], [second]])
+        assert cosine == pytest.approx(float(first @ (whole - first) / (whole - first).norm()))
+        if changed:  # the rest's pull against each tier removed, and no more of it
+            assert torch.allclose(weight.grad, torch.tensor([1.0, 1.0, 1.0]))
+        else:
+            assert torch.equal(weight.grad, whole)
+    weight.grad = torch.tensor([0.0, -1.0, 0.0])  # the second tier against the first: bent for it, rest nil
+    protect_gradient([weight], [[first], [torch.tensor([-1.0, 1.0, 0.0])]])
+    assert torch.allclose(weight.grad, torch.tensor([1.0, 1.0, 0.0]))
 
 
 def test_what_protect_keeps_is_the_data_the_teachers_kl_terms_and_the_stop_terms_as_the_loss_counts_them():
@@ -1036,9 +1071,9 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     # protected: each step's gradient goes through the surgery, with the data loss's gradient of that batch
     surgeries = []
 
-    def watched_surgery(params, g_data):
-        assert [g.shape for g in g_data] == [p.shape for p in params]
-        cosine = real_surgery(params, g_data)
+    def watched_surgery(params, tiers):
+        assert len(tiers) == 1 and [g.shape for g in tiers[0]] == [p.shape for p in params]
+        cosine = real_surgery(params, tiers)
         surgeries.append(cosine)
         return cosine
 
@@ -1051,15 +1086,22 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     assert len(surgeries) == cfg.steps and all(-1 <= c <= 1 for c in surgeries)
     assert record["config"]["protect"] == "data" and "data/rest gradient cosine" in capsys.readouterr().out
     assert record["log"][-1]["steps_protected"] == sum(c < 0 for c in surgeries)
-    # "coding": the kept pass reads the stop terms too, so its gradient differs from the data's by theirs alone
-    kept_norms = []
-    monkeypatch.setattr(train_module, "protect_gradient",
-                        lambda params, g_data: kept_norms.append(sum(g.square().sum() for g in g_data).item()) or 0.0)
-    for name, protect, stop_weight in (("kept-data", "data", 1.0), ("kept-coding", "coding", 1.0),
-                                       ("kept-coding-no-stops", "coding", 0.0)):
-        train(replace(cfg, name=name, protect=protect, stop_weight=stop_weight, stop_contrast_weight=stop_weight,
-                      splice_contrast_weight=1.0, batch=16, steps=1))
-    assert kept_norms[1] != pytest.approx(kept_norms[0]) and kept_norms[2] == pytest.approx(kept_norms[0])
+    # "coding": the kept pass reads the stop terms too, so its gradient differs from the data's by theirs alone;
+    # "ordered" keeps the same two parts as tiers apart, each from a pass of its own, which add up to that
+    kept = {}
+
+    def tier_gradients(params, tiers):
+        kept[protect, stop_weight] = [torch.cat([g.reshape(-1) for g in tier]) for tier in tiers]
+        return 0.0
+
+    monkeypatch.setattr(train_module, "protect_gradient", tier_gradients)
+    for protect, stop_weight in (("data", 1.0), ("coding", 1.0), ("coding", 0.0), ("ordered", 1.0)):
+        train(replace(cfg, name=f"kept-{protect}-{stop_weight}", protect=protect, stop_weight=stop_weight,
+                      stop_contrast_weight=stop_weight, splice_contrast_weight=1.0, batch=16, steps=1))
+    (data_only,), (coding,), (coding_no_stops,) = kept["data", 1.0], kept["coding", 1.0], kept["coding", 0.0]
+    assert not torch.allclose(coding, data_only, atol=1e-6) and torch.allclose(coding_no_stops, data_only)
+    held, stops = kept["ordered", 1.0]
+    assert torch.allclose(held, data_only) and torch.allclose(held + stops, coding, atol=1e-6)
     # with controls: the same contrast at ordinary tokens too, a term of its own that moves the weights
     control_dir = train(replace(cfg, name="spliced-control", splice_contrast_weight=1.0, splice_control_weight=1.0,
                                 batch=16))

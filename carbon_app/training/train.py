@@ -52,13 +52,13 @@ a base of a splice dinucleotide and whether the 6-mer just read did, in the
 windows of annotated transcripts (each class weighed alike, sites being a few
 in a thousand tokens there): it asks the decoder to carry where an exon or
 intron ends, which the 6-mer head may then read, without pulling any 6-mer's
-probability itself. With `--protect data`, `held` or `coding`, each step's gradient goes
+probability itself. With `--protect data`, `held`, `coding` or `ordered`, each step's gradient goes
 through gradient surgery (PCGrad): where the rest of the loss pulls against what is kept (the data's own
-loss; or that and the teacher's KL terms; or those and the stop terms), the rest loses its component
+loss; or that and the teacher's KL terms; or those and the stop terms, as one tier or, `ordered`, as two
+ranked in that order, the stop terms then bent only against the first), the rest loses its component
 along the kept loss's gradient, so the added terms teach only what costs the kept loss nothing to first
-order. The nine terms read the annotation of the training genes only; the probes are training
-scaffolding, not part of the saved model, which stays a plain Llama
-decoder. Seeded,
+order. The nine terms read the annotation of the training genes only; the probes are training scaffolding,
+not part of the saved model, which stays a plain Llama decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
 Face model directory with `dna_config.json` and the tokenizer files, which
 the model manager loads exactly like a Carbon checkpoint.
@@ -574,19 +574,29 @@ def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: boo
     return loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
 
 
-# what --protect keeps whole, as Losses fields: the data's loss; or that and the teacher's KL terms; or those and
-# the stop terms, what the stop-gain reading rests on, so that only the splice terms and the probes are bent
-KEPT_TERMS = {"data": ("ce", "fns"), "held": ("ce", "fns", "kl", "coding_kl"),
-              "coding": ("ce", "fns", "kl", "coding_kl", "stop", "stop_contrast")}
-PROTECTED = tuple(KEPT_TERMS)
+# what --protect keeps whole, as Losses fields, tier by tier in the order surgery ranks them: the data's loss; or
+# that and the teacher's KL terms; or those and the stop terms, what the stop-gain reading rests on, as one; or
+# those two apart ("ordered"), the stop terms bent only where they pull against the first tier
+HELD_TERMS = ("ce", "fns", "kl", "coding_kl")
+STOP_TERMS = ("stop", "stop_contrast")
+KEPT_TIERS = {"data": (("ce", "fns"),), "held": (HELD_TERMS,), "coding": (HELD_TERMS + STOP_TERMS,),
+              "ordered": (HELD_TERMS, STOP_TERMS)}
+PROTECTED = tuple(KEPT_TIERS)
+
+
+def part_loss(cfg: TrainConfig, terms: Losses, names: tuple[str, ...], with_fns: bool, with_teacher: bool,
+              with_probe: bool) -> torch.Tensor:
+    """The part of the step's loss these Losses fields make, as `step_loss` counts it: that loss with every
+    other term at 0 (the data's own loss at the share the teacher's KL and the probe leave it, and so on)."""
+    zero = torch.zeros((), device=terms.ce.device)
+    return step_loss(cfg, terms._replace(**{name: zero for name in Losses._fields if name not in names}),
+                     with_fns, with_teacher, with_probe)
 
 
 def kept_part(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
-    """What `cfg.protect` keeps, as `step_loss` counts it: that loss with every other term at 0 (the data's own
-    loss at the share the teacher's KL and the probe leave it; for "held", the teacher's KL terms too)."""
-    zero = torch.zeros((), device=terms.ce.device)
-    kept = terms._replace(**{name: zero for name in Losses._fields if name not in KEPT_TERMS[cfg.protect]})
-    return step_loss(cfg, kept, with_fns, with_teacher, with_probe)
+    """All that `cfg.protect` keeps, its tiers together, as `step_loss` counts it."""
+    kept = tuple(itertools.chain.from_iterable(KEPT_TIERS[cfg.protect]))
+    return part_loss(cfg, terms, kept, with_fns, with_teacher, with_probe)
 
 
 def kept_gradient(kept_loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -595,26 +605,56 @@ def kept_gradient(kept_loss: torch.Tensor, params: list[torch.Tensor]) -> list[t
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
 
 
-def protect_gradient(params: list[torch.Tensor], g_data: list[torch.Tensor]) -> float:
-    """Gradient surgery as in PCGrad (Yu et al. 2020), with the kept loss (`kept_part`) the task kept whole: each
-    parameter's gradient (that of the whole loss) is split into the kept loss's, `g_data`, and the rest's (the
-    added terms' and the probe's, and the teacher's where only the data is kept); where the rest pulls against
-    the kept loss (their dot product below 0), its component along `g_data` is removed. A step then lowers the
-    added terms only in directions that do not raise the kept loss, to first order, and descends that loss as
-    its own gradient would. Returns the two parts' cosine before surgery. (`g_data` comes from a forward pass
-    of its own: a compiled decoder's backward does not run twice through one graph.)"""
+def _flat(grads) -> torch.Tensor:
+    return torch.cat([g.reshape(-1) for g in grads]).double()
+
+
+def without_conflict(v: torch.Tensor, above: list[torch.Tensor]) -> torch.Tensor:
+    """`v` changed least (in Euclidean length) so that it pulls against none of `above` (its dot product with each
+    at least 0): `v` itself where it pulls against none; else the small quadratic programme's solution, v plus a
+    non-negative mix of the vectors it is held to, found among the sets of them that bind (one or two here)."""
+    if all(v @ g >= 0 for g in above):
+        return v
+    best = None
+    for size in range(1, len(above) + 1):
+        for binding in itertools.combinations(above, size):
+            held_to = torch.stack(binding)
+            mix = torch.linalg.pinv(held_to @ held_to.T) @ -(held_to @ v)
+            if (mix < 0).any():
+                continue
+            u = v + mix @ held_to
+            if all(u @ g >= -1e-9 * (g.norm() * v.norm()) for g in above) and (
+                    best is None or (u - v).norm() < (best - v).norm()):
+                best = u
+    return best
+
+
+def protect_gradient(params: list[torch.Tensor], tiers: list[list[torch.Tensor]]) -> float:
+    """Gradient surgery as in PCGrad (Yu et al. 2020), with the kept tiers (`KEPT_TIERS`) the tasks ranked first:
+    each parameter's gradient (that of the whole loss) is split into each tier's gradient, in rank order, and the
+    rest's (the added terms' and the probe's that no tier keeps, and the teacher's where only the data is kept).
+    The first tier is kept whole; each later part, the rest last, is changed least so that it pulls against no
+    tier ranked above it (for one tier: where their dot product is below 0, its component along that tier's
+    gradient removed). A step then lowers what is ranked lower only in directions that do not raise what is
+    ranked higher, to first order, and descends the first tier as its own gradient would. Returns the cosine
+    of the first tier's gradient and the rest of the whole's before surgery. (Each tier's gradient comes from a
+    forward pass of its own: a compiled decoder's backward does not run twice through one graph.)"""
     for p in params:
         if p.grad is None:  # a parameter the whole loss does not reach
             p.grad = torch.zeros_like(p)
-    g_rest = [p.grad - a for p, a in zip(params, g_data, strict=True)]
-    dot = sum((a.double() * b.double()).sum() for a, b in zip(g_data, g_rest, strict=True))
-    data_norm2 = sum(a.double().square().sum() for a in g_data)
-    rest_norm2 = sum(b.double().square().sum() for b in g_rest)
-    if dot < 0 and data_norm2 > 0:
-        along = float(dot / data_norm2)
-        for p, a in zip(params, g_data, strict=True):
-            p.grad -= along * a
-    return float(dot / (data_norm2.sqrt() * rest_norm2.sqrt()).clamp(min=1e-30))
+    whole = _flat(p.grad for p in params)
+    kept = [_flat(tier) for tier in tiers]
+    rest = whole - sum(kept)
+    cosine = float(kept[0] @ (whole - kept[0]) / (kept[0].norm() * (whole - kept[0]).norm()).clamp(min=1e-30))
+    parts = [*kept[1:], rest]
+    bent = [without_conflict(part, kept[: i + 1]) for i, part in enumerate(parts)]
+    if any(b is not part for b, part in zip(bent, parts, strict=True)):
+        surgered = kept[0] + sum(bent)
+        offset = 0
+        for p in params:
+            p.grad.copy_(surgered[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
+    return cosine
 
 
 # a weighted batch is drawn from a generator seeded by seed * SEED_STRIDE + step: a seed below 2**31 keeps that
@@ -836,27 +876,24 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         batch_rows = rows[batch_index].to(cfg.device)
-        g_data = None
-        if cfg.protect:  # the kept loss's own gradient first, from a forward pass of its terms alone
+        tiers = []  # with --protect: each kept tier's own gradient, from a forward pass of its terms alone
+        batch_frames = None if frames is None else frames[batch_index].to(cfg.device)
+        for names in KEPT_TIERS[cfg.protect] if cfg.protect else ():
             with mixed_precision(cfg):
-                kept = KEPT_TERMS[cfg.protect]
-                kept_terms = kmer_losses(model, batch_rows, kmer_start, n_kmers,
-                                         teacher if "kl" in kept else None, with_fns,
-                                         frames=None if frames is None else frames[batch_index].to(cfg.device),
-                                         stops=stops if "stop" in kept else None)
-            g_data = kept_gradient(kept_part(cfg, kept_terms, with_fns, teacher is not None, probe is not None),
-                                   trained)
+                kept_terms = kmer_losses(model, batch_rows, kmer_start, n_kmers, teacher if "kl" in names else None,
+                                         with_fns, frames=batch_frames, stops=stops if "stop" in names else None)
+            tiers.append(kept_gradient(part_loss(cfg, kept_terms, names, with_fns, teacher is not None,
+                                                 probe is not None), trained))
         with mixed_precision(cfg):
             terms = kmer_losses(
-                model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe,
-                None if frames is None else frames[batch_index].to(cfg.device), stops,
+                model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe, batch_frames, stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe)
         ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if g_data is not None:
-            cosines.append(protect_gradient(trained, g_data))
+        if tiers:
+            cosines.append(protect_gradient(trained, tiers))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
@@ -1106,8 +1143,10 @@ def argument_parser() -> argparse.ArgumentParser:
                              "its gradient loses the component along the kept loss's, so that what it teaches costs "
                              "that nothing to first order: 'data', the data's own loss (the teacher's KL among the "
                              "rest), 'held', that and the teacher's KL terms (the added terms and the probe the "
-                             "rest), or 'coding', those and the stop terms (the splice terms and the probes the "
-                             "rest); a second forward and backward pass a step")
+                             "rest), 'coding', those and the stop terms (the splice terms and the probes the "
+                             "rest), or 'ordered', 'held' first and the stop terms second, bent only where they pull "
+                             "against the first, the rest bent where it pulls against either; a forward and "
+                             "backward pass more a step for each kept tier")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
