@@ -709,27 +709,32 @@ def test_surgery_in_ranked_tiers_bends_each_part_least_so_that_it_pulls_against_
 
 
 def test_what_protect_keeps_is_the_data_the_teachers_kl_terms_and_the_stop_terms_as_the_loss_counts_them():
-    from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, kept_part, step_loss
+    from carbon_app.training.train import ADDED_TERMS, KEPT_TIERS, Losses, TrainConfig, part_loss, step_loss
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
     weights = {weight: 1.0 + i for i, weight in enumerate(ADDED_TERMS.values())}
     cfg = TrainConfig(distill_weight=0.3, frame_weight=0.2, **weights)
+
+    def kept(level, *stages):
+        """Each tier's part of the loss, as the surgery's passes take it."""
+        return [part_loss(cfg, terms, names, *(stages or (True, True, True))).item() for names in KEPT_TIERS[level]]
+
     data = 0.8 * 0.7 * 0.5 * (2.0 + 1.0)
-    assert kept_part(replace(cfg, protect="data"), terms, True, True, True).item() == pytest.approx(data)
-    assert kept_part(replace(cfg, protect="data"), terms, False, False, False).item() == pytest.approx(2.0)
-    held = kept_part(replace(cfg, protect="held"), terms, True, True, True).item()
+    assert kept("data") == pytest.approx([data]) and kept("data", False, False, False) == pytest.approx([2.0])
+    (held,) = kept("held")
     teaching = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
                    if term not in ("coding_kl", "kl"))
     # the rest, what surgery may bend, is the added teaching terms and the probe's share: nothing of the teacher
     whole = step_loss(cfg, terms, True, True, True).item()
     assert whole - held == pytest.approx(teaching + 0.2 * 0.8)
     # "coding" keeps the stop terms too: the splice terms and the probe's share are all it may bend
-    coding = kept_part(replace(cfg, protect="coding"), terms, True, True, True).item()
+    (coding,) = kept("coding")
     stops = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
                 if term in ("stop", "stop_contrast"))
     assert coding == pytest.approx(held + stops)
     assert whole - coding == pytest.approx(teaching - stops + 0.2 * 0.8)
+    assert kept("ordered") == pytest.approx([held, stops])  # the same two parts, ranked apart
 
 
 def test_markov_baseline_learns_what_it_saw():

@@ -593,12 +593,6 @@ def part_loss(cfg: TrainConfig, terms: Losses, names: tuple[str, ...], with_fns:
                      with_fns, with_teacher, with_probe)
 
 
-def kept_part(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
-    """All that `cfg.protect` keeps, its tiers together, as `step_loss` counts it."""
-    kept = tuple(itertools.chain.from_iterable(KEPT_TIERS[cfg.protect]))
-    return part_loss(cfg, terms, kept, with_fns, with_teacher, with_probe)
-
-
 def kept_gradient(kept_loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
     """The kept loss's gradient for each parameter (zeros where it reaches none, as a probe's)."""
     grads = torch.autograd.grad(kept_loss, params, allow_unused=True)
