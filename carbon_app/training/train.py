@@ -162,9 +162,9 @@ class TrainConfig:
     # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
     mix_data: str | None = None
     mix_share: float = 0.0
-    # gradient surgery: the rest of the loss's gradient loses its component against the gradient of what is kept,
-    # wherever the two conflict: "data" (the data's own loss) or "held" (that and the teacher's KL terms), so that
-    # what the added terms teach is not paid for there (to first order); None: no surgery
+    # gradient surgery: the rest of the loss's gradient is bent wherever it pulls against the gradient of what is
+    # kept, a level of KEPT_TIERS ("data", "held", "coding" or "ordered"), so that what the added terms teach is
+    # not paid for there (to first order); None: no surgery
     protect: str | None = None
 
     @property
@@ -862,7 +862,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     began = time.perf_counter()
     first_step, timed_from = step, began  # a budget times this run's own steps (a resumed run's too)
     kmer_start, n_kmers = tokenizer.kmer_start_id, tokenizer.n_kmers
-    cosines: list[float] = []  # with --protect: each step's cosine between the kept loss's and the rest's gradients
+    cosines: list[float] = []  # with --protect: each step's cosine of the first kept tier's gradient and the rest's
     while step < cfg.steps:
         model.train()
         batch_index = draw(step)
