@@ -40,6 +40,7 @@ from carbon_app.training.train import (
     marked_bases,
     single_substitutions,
     splice_contrast_loss,
+    splice_side_tokens,
     stop_contrast_loss,
     stop_loss,
     stop_table,
@@ -557,6 +558,36 @@ def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_o
     assert splice_contrast_loss(uniform, kmer, one_base).item() == pytest.approx(math.log(4))
 
 
+def test_splice_sites_are_told_donor_or_acceptor_by_their_marked_letters_on_either_strand_and_weighed_so():
+    index = {"".join(bases): i for i, bases in enumerate(itertools.product(BASES, repeat=6))}
+    start = 20  # the first 6-mer id; 0-19 stand for tags and pads
+
+    def row(*tokens):  # (6-mer, its marks) pairs, or a bare id (a tag)
+        ids = [t if isinstance(t, int) else start + index[t[0]] for t in tokens]
+        marks = [0 if isinstance(t, int) else t[1] for t in tokens]
+        return torch.tensor([ids]), torch.tensor([marks])
+
+    # bit j marks the j-th base: a donor's GT whole, an acceptor's AG split over two 6-mers, then read backward
+    targets, marks = row(3, ("AAGTAA", 4 + 8), ("CCCCCA", 32), ("GCCCCC", 1), ("AACTTT", 4 + 8), ("TTTTAC", 16 + 32),
+                         ("GCCCCC", 1), ("TTTTTT", 0))
+    sides = splice_side_tokens(targets, marks, start, 4096)
+    assert sides["donor"].tolist() == [[False, True, False, False, False, True, False, False]]
+    assert sides["acceptor"].tolist() == [[False, False, True, True, True, False, False, False]]
+    # a marked pair that is no canonical dinucleotide (a GC donor), and a lone marked base, belong to neither
+    targets, marks = row(("AAGCAA", 4 + 8), ("AAAAAG", 32))
+    sides = splice_side_tokens(targets, marks, start, 4096)
+    assert not sides["donor"].any() and not sides["acceptor"].any()
+    # weighed: each 6-mer's cross-entropy counts at its weight, divided by all of them, so 1 is unweighted
+    logprobs = torch.randn(3, 4096).log_softmax(-1)
+    kmer = torch.tensor([index["AAGTAA"], index["CCCCAG"], index["TTAGTT"]])
+    varied = marked_bases(torch.tensor([4 + 8, 16 + 32, 4 + 8]), 6)
+    whole = splice_contrast_loss(logprobs, kmer, varied)
+    assert splice_contrast_loss(logprobs, kmer, varied, torch.ones(3)).item() == pytest.approx(whole.item())
+    first = splice_contrast_loss(logprobs[:1], kmer[:1], varied[:1])
+    weighed = splice_contrast_loss(logprobs, kmer, varied, torch.tensor([2.0, 0.0, 0.0]))
+    assert weighed.item() == pytest.approx(2 * first.item() / 3)
+
+
 def test_each_splice_site_token_gets_the_ordinary_token_half_the_batch_away_as_its_control():
     at_site = torch.zeros(10, dtype=torch.bool)
     at_site[[1, 4, 6, 8]] = True
@@ -1061,6 +1092,15 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     log = json.loads((contrast_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_splice_contrast"] < math.log(16) < log[-1]["train_splice"]
     assert log[-1]["train_splice_control"] > 0  # read and logged at weight 0 too, as every term is
+    # weighed by side: the run's side weights reach the contrast (here every site is called a donor, weighed 0)
+    told = train_module.splice_side_tokens
+    monkeypatch.setattr(train_module, "splice_side_tokens",
+                        lambda targets, marks, *_: {"donor": marks != 0, "acceptor": torch.zeros_like(marks).bool()})
+    sided_dir = train(replace(cfg, name="spliced-sided", splice_contrast_weight=1.0,
+                              splice_side_weights={"donor": 0.0}, batch=16))
+    monkeypatch.setattr(train_module, "splice_side_tokens", told)
+    log = json.loads((sided_dir / "training.json").read_text())["log"]
+    assert log[-1]["train_splice_contrast"] == 0 < log[-1]["train_splice"]
     # the splice-site probe: its loss reaches the decoder, and a continued run fits a new one to it first
     capsys.readouterr()
     site_probed_dir = train(replace(cfg, name="site-probed", splice_probe_weight=1.0, batch=16))
@@ -1177,7 +1217,11 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--anchor-weight", "11", "--anchor-weight must be between 0 and 10"),
                                  ("--seed", "-1", "--seed must be between 0 and 2,147,483,647, not -1"),
                                  ("--min-lr", "-0.5", "--min-lr must be between 0 and 1, not -0.5"),
-                                 ("--min-lr", "0.01", "would rise from --lr 0.002 to the cosine's end at 0.01")):
+                                 ("--min-lr", "0.01", "would rise from --lr 0.002 to the cosine's end at 0.01"),
+                                 ("--splice-side-weights", "donor=0.5", "--splice-side-weights weighs the splice "
+                                                                        "contrast: give --splice-contrast-weight too"),
+                                 ("--splice-side-weights", "exon=1", "unknown side 'exon' in --splice-side-weights: "
+                                                                     "use donor, acceptor")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
@@ -1198,6 +1242,10 @@ def test_a_run_can_cool_its_learning_rate_towards_zero_and_its_rebuild_command_s
     default = replace(cooled, min_lr=train_module.TrainConfig().min_lr)  # 1e-4: the old end, flat at this peak
     assert all(train_module.learning_rate(default, step) == pytest.approx(1e-4) for step in range(5, 100))
     assert "--lr 0.0001 --min-lr 1e-06 --warmup 5" in train_module.train_command(asdict(cooled), None)
+    sided = train_module.run_config(["--splice-contrast-weight", "3", "--splice-side-weights", "donor=0.5"])[0]
+    assert sided.splice_side_weights == {"donor": 0.5}
+    command = train_module.train_command(asdict(sided), None)
+    assert "--splice-contrast-weight 3 --splice-side-weights donor=0.5" in command
 
 
 def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_resume(tmp_path, capsys):

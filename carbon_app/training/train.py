@@ -103,7 +103,8 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
              "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
-             "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share", "protect")
+             "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share", "protect",
+             "splice_side_weights")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -157,6 +158,8 @@ class TrainConfig:
     splice_base_weight: float = 0.0  # weight of the splice dinucleotide bases' FNS cross-entropy (0: none)
     splice_contrast_weight: float = 0.0  # weight of the splice 6-mers' cross-entropy among their rivals (0: none)
     splice_control_weight: float = 0.0  # the same contrast at as many ordinary tokens, with the sites' patterns
+    # "donor"/"acceptor" -> the share of the splice contrast each side's 6-mers take (a side left out: 1)
+    splice_side_weights: dict[str, float] | None = None
     splice_probe_weight: float = 0.0  # weight of the splice-site probe's loss added to the loss (0: no such probe)
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
     # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
@@ -456,17 +459,44 @@ def marked_bases(marks: torch.Tensor, k: int) -> torch.Tensor:
     return (marks.unsqueeze(-1) >> torch.arange(k, device=marks.device)) & 1 == 1
 
 
-def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, varied: torch.Tensor) -> torch.Tensor:
+def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, varied: torch.Tensor,
+                         weights: torch.Tensor | None = None) -> torch.Tensor:
     """Mean cross-entropy of each true 6-mer among its rivals: the 6-mers that differ from it at its marked
     splice bases only (`varied`, [n, k] from `marked_bases`). It is the splice dinucleotide given the 6-mer's
     other bases, the very comparison a splice-site variant's score makes; its gradient reaches the rivals'
-    logits only (through the shared decoder the rest still move, as every term's do)."""
+    logits only (through the shared decoder the rest still move, as every term's do). With `weights` [n],
+    each 6-mer's cross-entropy counts at its weight (still divided by n: a weight of 1 pulls as before)."""
     k = varied.shape[-1]
     digits = kmer_digits(kmer, k)  # [n, k]
     every = kmer_digits(torch.arange(4**k, device=kmer.device), k)  # [4^k, k]
     rivals = ((every.unsqueeze(0) == digits.unsqueeze(1)) | varied.unsqueeze(1)).all(-1)  # [n, 4^k], true too
     true = logprobs.gather(-1, kmer.unsqueeze(-1)).squeeze(-1)
-    return -(true - logprobs.masked_fill(~rivals, -math.inf).logsumexp(-1)).mean()
+    among = true - logprobs.masked_fill(~rivals, -math.inf).logsumexp(-1)
+    return -(among.mean() if weights is None else (weights * among).sum() / len(among))
+
+
+# an intron's end dinucleotides as a window reads them: GT...AG on the transcript's strand, CT...AC read backward
+SPLICE_SIDES = {"donor": ("GT", "AC"), "acceptor": ("AG", "CT")}
+
+
+def splice_side_tokens(targets: torch.Tensor, marks: torch.Tensor, kmer_start: int, n_kmers: int
+                       ) -> dict[str, torch.Tensor]:
+    """Rows of token targets [B, T] and their splice marks [B, T] -> for each side of SPLICE_SIDES, [B, T]
+    bool: the 6-mers holding a base of that side's dinucleotide. Each marked pair of bases (in one 6-mer or
+    across two) is told by its own letters, which differ for every side and strand."""
+    k = k_of(n_kmers)
+    bases = kmer_digits((targets - kmer_start).clamp(0, n_kmers - 1), k).flatten(1)  # [B, T*k], reading order
+    marked = (marked_bases(marks, k) & is_kmer(targets, kmer_start, n_kmers).unsqueeze(-1)).flatten(1)
+    begins = marked[:, :-1] & marked[:, 1:]  # a marked pair of bases starts here
+    pair = bases[:, :-1] * len(BASES) + bases[:, 1:]
+    sides = {}
+    for side, dinucleotides in SPLICE_SIDES.items():
+        codes = torch.tensor([BASES.index(a) * len(BASES) + BASES.index(b) for a, b in dinucleotides],
+                             device=targets.device)
+        starts = begins & torch.isin(pair, codes)
+        held = F.pad(starts, (0, 1)) | F.pad(starts, (1, 0))  # the pair's two bases
+        sides[side] = held.view(*targets.shape, k).any(-1)
+    return sides
 
 
 def control_tokens(at_site: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -502,13 +532,15 @@ def is_kmer(ids, kmer_start: int, n_kmers: int):
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
-                splice_sites: torch.Tensor | None = None, site_probe=None) -> Losses:
+                splice_sites: torch.Tensor | None = None, site_probe=None,
+                side_weights: dict[str, float] | None = None) -> Losses:
     """The batch's Losses: cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer
     targets, (with a probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop
     table) the stop unlikelihood and the coding 6-mers' cross-entropy against their stop-making SNVs, and
     (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers, the FNS cross-entropy
     of their splice dinucleotide bases and their cross-entropy among their rivals, and (with a splice-site
-    probe, the frame labels and the marks) the probe's loss."""
+    probe, the frame labels and the marks) the probe's loss; `side_weights` weighs the splice contrast by the
+    side (donor, acceptor) of each site's dinucleotide."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
@@ -555,7 +587,13 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             site_bases = (true_bases[at_site] if true_bases is not None
                           else true_base_logprobs(logprobs[at_site], kmer[at_site], k))
             splice_bases = -site_bases[is_site_base].mean()
-            splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], is_site_base)
+            weights = None
+            if side_weights:
+                sides = splice_side_tokens(targets, splice_sites[:, 1:], kmer_start, n_kmers)
+                weights = torch.ones(int(at_site.sum()), device=rows.device)
+                for side, weight in side_weights.items():
+                    weights[sides[side][keep][at_site]] = weight
+            splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], is_site_base, weights)
             controls, controlled = control_tokens(at_site)
             if controlled.any():
                 splice_control = splice_contrast_loss(logprobs[controls], kmer[controls], is_site_base[controlled])
@@ -881,7 +919,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         with mixed_precision(cfg):
             terms = kmer_losses(
                 model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe, batch_frames, stops,
-                None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe)
+                None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe,
+                cfg.splice_side_weights)
         ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
@@ -1003,7 +1042,7 @@ def train_command(config: dict, init: str | None) -> str:
     for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "seed", "steps", "lr",
                 "min_lr", "warmup", "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
-        if key == "group_weights" and value:
+        if key in ("group_weights", "splice_side_weights") and value:
             value = shares_text(value)
         if value is True:  # a switch
             words.append(f"--{key.replace('_', '-')}")
@@ -1141,6 +1180,10 @@ def argument_parser() -> argparse.ArgumentParser:
                              "rest), or 'ordered', 'held' first and the stop terms second, bent only where they pull "
                              "against the first, the rest bent where it pulls against either; a forward and "
                              "backward pass more a step for each kept tier")
+    parser.add_argument("--splice-side-weights", type=argument_type(
+                            lambda text: named_shares(text, "--splice-side-weights", SPLICE_SIDES, "side")),
+                        help="with --splice-contrast-weight, the share of the contrast a donor's (GT) or an "
+                             "acceptor's (AG) 6-mers take, e.g. donor=0.5 (default: every site alike)")
     parser.add_argument("--group-weights", type=argument_type(
                             lambda text: named_shares(text, "--group-weights", GROUPS, "group")),
                         help="draw the rows of these groups this many times as often as the rest, e.g. "
@@ -1175,6 +1218,8 @@ def run_config(argv: list[str] | None) -> tuple[TrainConfig, bool]:
         parser.error(f"--warmup {args.warmup} leaves no steps after the warm-up: --steps is {cfg.steps}")
     if cfg.teacher or args.teacher:
         cfg = replace(cfg, teacher=args.teacher or str(model_folder(args.out_root, "carbon-demo")))
+    if cfg.splice_side_weights and not cfg.splice_contrast_weight:
+        parser.error("--splice-side-weights weighs the splice contrast: give --splice-contrast-weight too")
     for flag, weight, held in (("--coding-distill-weight", cfg.coding_distill_weight, "the coding tokens"),
                                ("--anchor-weight", cfg.anchor_weight, "every token")):
         if weight and not cfg.teacher:
