@@ -477,6 +477,9 @@ def splice_contrast_loss(logprobs: torch.Tensor, kmer: torch.Tensor, varied: tor
 
 # an intron's end dinucleotides as a window reads them: GT...AG on the transcript's strand, CT...AC read backward
 SPLICE_SIDES = {"donor": ("GT", "AC"), "acceptor": ("AG", "CT")}
+# the same as codes of a pair of base digits (first * 4 + second), as splice_side_tokens compares them
+SPLICE_SIDE_CODES = {side: tuple(BASES.index(a) * len(BASES) + BASES.index(b) for a, b in pairs)
+                     for side, pairs in SPLICE_SIDES.items()}
 
 
 def splice_side_tokens(targets: torch.Tensor, marks: torch.Tensor, kmer_start: int, n_kmers: int
@@ -490,12 +493,10 @@ def splice_side_tokens(targets: torch.Tensor, marks: torch.Tensor, kmer_start: i
     begins = marked[:, :-1] & marked[:, 1:]  # a marked pair of bases starts here
     pair = bases[:, :-1] * len(BASES) + bases[:, 1:]
     sides = {}
-    for side, dinucleotides in SPLICE_SIDES.items():
-        codes = torch.tensor([BASES.index(a) * len(BASES) + BASES.index(b) for a, b in dinucleotides],
-                             device=targets.device)
-        starts = begins & torch.isin(pair, codes)
-        held = F.pad(starts, (0, 1)) | F.pad(starts, (1, 0))  # the pair's two bases
-        sides[side] = held.view(*targets.shape, k).any(-1)
+    for side, codes in SPLICE_SIDE_CODES.items():
+        starts = begins & ((pair == codes[0]) | (pair == codes[1]))
+        pair_bases = F.pad(starts, (0, 1)) | F.pad(starts, (1, 0))
+        sides[side] = pair_bases.view(*targets.shape, k).any(-1)
     return sides
 
 
