@@ -494,7 +494,7 @@ def splice_side_tokens(targets: torch.Tensor, marks: torch.Tensor, kmer_start: i
     pair = bases[:, :-1] * len(BASES) + bases[:, 1:]
     sides = {}
     for side, codes in SPLICE_SIDE_CODES.items():
-        starts = begins & ((pair == codes[0]) | (pair == codes[1]))
+        starts = begins & torch.isin(pair, torch.tensor(codes, device=pair.device))
         pair_bases = F.pad(starts, (0, 1)) | F.pad(starts, (1, 0))
         sides[side] = pair_bases.view(*targets.shape, k).any(-1)
     return sides
