@@ -626,6 +626,53 @@ def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
     assert no_genes.coding_kl.item() == 0 and no_genes.kl.item() == pytest.approx(terms.kl.item())
 
 
+def test_a_substitution_changes_one_base_of_one_6mer_in_each_rows_first_half():
+    from carbon_app.inference.marginals import kmer_digits
+    from carbon_app.training.train import substituted_rows
+
+    torch.manual_seed(3)
+    rows = torch.randint(20, 20 + 4096, (64, 40), generator=torch.Generator().manual_seed(2))
+    rows[:, 0] = 5  # a tag, never changed
+    rows[63, :20] = 0  # no 6-mer in its first half: left as it is
+    changed, at = substituted_rows(rows, 20, 4096)
+    assert at[63] == -1 and torch.equal(changed[63], rows[63])
+    assert ((changed != rows).sum(1)[:63] == 1).all()
+    assert ((at[:63] >= 1) & (at[:63] < 20)).all()
+    assert torch.equal((changed != rows).nonzero()[:, 1], at[:63])
+    before, after = kmer_digits(rows[:63].gather(1, at[:63, None]) - 20, 6), kmer_digits(
+        changed[:63].gather(1, at[:63, None]) - 20, 6)
+    assert ((before != after).sum(-1) == 1).all()
+    assert len(set(at[:63].tolist())) > 10 and len(set((before != after).float().argmax(-1).flatten().tolist())) == 6
+
+
+def test_the_far_shift_sums_the_kl_over_the_tokens_30_or_more_bases_past_the_change_and_moves_only_the_changed_read():
+    from carbon_app.training.train import TrainConfig, build_model, far_shift_loss, kmer_losses, substituted_rows
+
+    model = build_model(TrainConfig(hidden=32, layers=2, heads=2, kv_heads=1, ffn=64), 4124, 0)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(40.0)  # sharp guesses, so that a change moves them
+    rows = torch.randint(20, 20 + 4096, (4, 30), generator=torch.Generator().manual_seed(1))
+    rows[1, 20:] = 0  # pads: no 6-mer targets there to count
+    head = model.get_output_embeddings().weight[20 : 20 + 4096]
+    hidden = model.model(input_ids=rows[:, :-1]).last_hidden_state.detach().requires_grad_()  # a leaf: held fixed?
+    torch.manual_seed(7)
+    loss = far_shift_loss(model, rows, hidden, head, 20, 4096)
+    torch.manual_seed(7)
+    changed, at = substituted_rows(rows, 20, 4096)
+    with torch.no_grad():
+        own = model(input_ids=rows[:, :-1]).logits[..., 20 : 20 + 4096].log_softmax(-1)
+        moved = model(input_ids=changed[:, :-1]).logits[..., 20 : 20 + 4096].log_softmax(-1)
+    per_token = (own.exp() * (own - moved)).sum(-1)  # [4, 29]: input t predicts the 6-mer beginning 6(t+1) in
+    expected = sum(per_token[r, t] for r in range(4) for t in range(29)
+                   if 6 * (t + 1) - (6 * at[r] + 5) >= 30 and rows[r, t + 1] >= 20)
+    assert loss.item() == pytest.approx(expected.item() / 4, rel=1e-4) and loss.item() > 0
+    assert per_token[0, at[0] + 4] > 0  # the token just nearer is moved too, and not counted
+    loss.backward()
+    assert hidden.grad is None and model.model.layers[0].mlp.down_proj.weight.grad.abs().sum() > 0
+    assert kmer_losses(model, rows, 20, 4096).far_shift.item() == 0  # asked for only
+    assert kmer_losses(model, rows, 20, 4096, far_shift=True).far_shift.item() > 0
+
+
 def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():
     from carbon_app.training.train import TrainConfig, build_model, kmer_losses, validation_losses
 

@@ -52,7 +52,13 @@ a base of a splice dinucleotide and whether the 6-mer just read did, in the
 windows of annotated transcripts (each class weighed alike, sites being a few
 in a thousand tokens there): it asks the decoder to carry where an exon or
 intron ends, which the 6-mer head may then read, without pulling any 6-mer's
-probability itself. With `--protect data`, `held`, `coding` or `ordered`, each step's gradient goes
+probability itself. With `--far-shift-weight`, each step also reads half its rows again with one base of
+one 6-mer changed at random, and adds the KL divergence of the model's predictions there from those for the
+unchanged row, summed over the tokens that begin 30 or more bases past the change: a variant's score sums
+the log-probability change over its whole window, and a substitution that shifts every far prediction a
+little adds up to noise that buries what changed at the site (on the validation variants, the part of the
+delta more than 30 bases away is near chance and costs the score's AUROC 0.02-0.05). With `--protect data`,
+`held`, `coding` or `ordered`, each step's gradient goes
 through gradient surgery (PCGrad): where the rest of the loss pulls against what is kept (the data's own
 loss; or that and the teacher's KL terms; or those and the stop terms, as one tier or, `ordered`, as two
 ranked in that order, the stop terms then bent only against the first), the rest loses its component
@@ -104,7 +110,7 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
              "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
              "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share", "protect",
-             "splice_side_weights")
+             "splice_side_weights", "far_shift_weight")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -161,6 +167,7 @@ class TrainConfig:
     # "donor"/"acceptor" -> the share of the splice contrast each side's 6-mers take (a side left out: 1)
     splice_side_weights: dict[str, float] | None = None
     splice_probe_weight: float = 0.0  # weight of the splice-site probe's loss added to the loss (0: no such probe)
+    far_shift_weight: float = 0.0  # weight of how far a random substitution moves the predictions (0: none)
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
     # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
     mix_data: str | None = None
@@ -278,7 +285,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight", "splice": "splice_weight",
                "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight",
                "splice_control": "splice_control_weight", "coding_kl": "coding_distill_weight", "kl": "anchor_weight",
-               "splice_probe": "splice_probe_weight"}
+               "splice_probe": "splice_probe_weight", "far_shift": "far_shift_weight"}
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
 STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
@@ -510,6 +517,50 @@ def control_tokens(at_site: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return controls[ordinary], ordinary
 
 
+# a substitution may rightly move the predictions of its own 6-mer and its neighbours' (a stop codon, a splice
+# site and the consensus around it); what begins this many bases past it, `--far-shift-weight` holds still
+FAR_BASES = 30
+
+
+def substituted_rows(rows: torch.Tensor, kmer_start: int, n_kmers: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows [B, T] each with one base of one 6-mer token in its first half changed to another base, all drawn
+    at random, and each row's changed token index ([B]; -1 where the row has no 6-mer there, left as it is)."""
+    n, length = rows.shape
+    candidates = is_kmer(rows[:, 1 : length // 2], kmer_start, n_kmers)
+    at = torch.where(candidates, torch.rand(candidates.shape, device=rows.device), -1.0).argmax(1) + 1
+    at = torch.where(candidates.any(1), at, -1)
+    k = k_of(n_kmers)
+    place_value = 4 ** torch.randint(0, k, (n,), device=rows.device)
+    changed_rows = rows.clone()
+    where = at >= 0
+    kmer = rows[where, at[where]] - kmer_start
+    base = kmer // place_value[where] % 4
+    other = (base + torch.randint(1, 4, base.shape, device=rows.device)) % 4
+    changed_rows[where, at[where]] = kmer_start + kmer + (other - base) * place_value[where]
+    return changed_rows, at
+
+
+def far_shift_loss(model, rows: torch.Tensor, hidden: torch.Tensor, head: torch.Tensor, kmer_start: int,
+                   n_kmers: int) -> torch.Tensor:
+    """How far a substitution reaches: `rows` read again, each with one base changed (`substituted_rows`), and
+    the KL divergence of the model's 6-mer distributions from those `hidden` (the unchanged rows' last hidden
+    states, held fixed) gives, summed over the 6-mer targets that begin FAR_BASES or more bases past the
+    changed base; mean over the rows. The sum, as a variant's score sums its window."""
+    changed_rows, at = substituted_rows(rows, kmer_start, n_kmers)
+    changed = model.model(input_ids=changed_rows[:, :-1]).last_hidden_state
+    k = k_of(n_kmers)
+    # input t predicts the 6-mer at t + 1, which begins k * (t + 1) bases in; the change is at most k * at + k - 1
+    first_far = at + math.ceil((FAR_BASES + k - 1) / k) - 1
+    positions = torch.arange(changed.shape[1], device=rows.device)
+    far = (positions >= first_far[:, None]) & (at >= 0)[:, None] & is_kmer(rows[:, 1:], kmer_start, n_kmers)
+    if not far.any():
+        return torch.zeros((), device=rows.device)
+    with torch.no_grad():
+        unchanged = torch.log_softmax((hidden.detach()[far] @ head.detach().T).float(), dim=-1)
+    moved = torch.log_softmax((changed[far] @ head.T).float(), dim=-1)
+    return F.kl_div(moved, unchanged, log_target=True, reduction="sum") / len(rows)
+
+
 class Losses(NamedTuple):
     """One batch's loss terms (each 0 where the batch or the run has nothing for it; fns NaN before its stage)."""
     ce: torch.Tensor
@@ -524,6 +575,7 @@ class Losses(NamedTuple):
     splice_control: torch.Tensor
     coding_kl: torch.Tensor
     splice_probe: torch.Tensor
+    far_shift: torch.Tensor
 
 
 def is_kmer(ids, kmer_start: int, n_kmers: int):
@@ -534,14 +586,15 @@ def is_kmer(ids, kmer_start: int, n_kmers: int):
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
                 splice_sites: torch.Tensor | None = None, site_probe=None,
-                side_weights: dict[str, float] | None = None) -> Losses:
+                side_weights: dict[str, float] | None = None, far_shift: bool = False) -> Losses:
     """The batch's Losses: cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer
     targets, (with a probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop
     table) the stop unlikelihood and the coding 6-mers' cross-entropy against their stop-making SNVs, and
     (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers, the FNS cross-entropy
     of their splice dinucleotide bases and their cross-entropy among their rivals, and (with a splice-site
     probe, the frame labels and the marks) the probe's loss; `side_weights` weighs the splice contrast by the
-    side (donor, acceptor) of each site's dinucleotide."""
+    side (donor, acceptor) of each site's dinucleotide; with `far_shift`, how far a random substitution in
+    half the rows moves the predictions (`far_shift_loss`)."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
     hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
@@ -598,8 +651,11 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             controls, controlled = control_tokens(at_site)
             if controlled.any():
                 splice_control = splice_contrast_loss(logprobs[controls], kmer[controls], is_site_base[controlled])
+    shifted = len(rows) // 2
+    far = (far_shift_loss(model, rows[:shifted], hidden[:shifted], head, kmer_start, n_kmers)
+           if far_shift and shifted else torch.zeros((), device=rows.device))
     return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast, splice_control,
-                  coding_kl, splice_probe)
+                  coding_kl, splice_probe, far)
 
 
 def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
@@ -921,7 +977,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             terms = kmer_losses(
                 model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe, batch_frames, stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe,
-                cfg.splice_side_weights)
+                cfg.splice_side_weights, cfg.far_shift_weight > 0)
         ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
@@ -948,6 +1004,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                   f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice.item():.4f}"
                   f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals"
                   f"/{terms.splice_control.item():.4f} at controls/{terms.splice_probe.item():.4f} probe  "
+                  + (f"far shift {terms.far_shift.item():.4f}  " if cfg.far_shift_weight else "")
                   + (f"{cfg.protect}/rest gradient cosine {statistics.mean(cosines[-50:]):+.3f} "
                      f"({sum(c < 0 for c in cosines[-50:])} of {len(cosines[-50:])} steps against)  "
                      if cosines else "")
@@ -967,6 +1024,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_splice_control": terms.splice_control.item() if splice_sites is not None else None,
                      "train_coding_kl": terms.coding_kl.item() if cfg.coding_distill_weight else None,
                      "train_splice_probe": terms.splice_probe.item() if site_probe is not None else None,
+                     "train_far_shift": terms.far_shift.item() if cfg.far_shift_weight else None,
                      # with --protect: the steps so far whose added terms pulled against the kept loss, surgery made
                      "steps_protected": sum(c < 0 for c in cosines) if cfg.protect else None,
                      "val_ce": v_ce.item(),
@@ -1157,6 +1215,12 @@ def argument_parser() -> argparse.ArgumentParser:
                "probe on the last hidden state reads whether the coming 6-mer, and the one just "
                "read, hold a splice base, so the decoder carries where exons end; needs data built "
                "with train_frames.npy and train_splice.npy")
+    added_term(parser, "--far-shift-weight",
+               "weight of how far a substitution reaches, added to the loss (default 0: none): half of "
+               "each batch's rows read again with one base changed at random, and the KL divergence of "
+               "the predictions from the unchanged row's, summed over the tokens 30 or more bases past "
+               "the change, so that a variant's score, summed over its window, reads the site and not "
+               "small shifts far away")
     added_term(parser, "--coding-distill-weight",
                "weight of the KL divergence from the teacher at the coding tokens alone, added to "
                "the loss (default 0: none): it holds what a stop-gain's score reads while the "
