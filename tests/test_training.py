@@ -691,7 +691,7 @@ def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_win
 
 # one batch's loss terms, each a distinct value, for the tests of how a step's loss counts them
 LOSS_VALUES = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
-                   splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1)
+                   splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1, far_shift=1.3)
 
 
 def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
