@@ -525,18 +525,14 @@ FAR_BASES = 30
 def substituted_rows(rows: torch.Tensor, kmer_start: int, n_kmers: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows [B, T] each with one base of one 6-mer token in its first half changed to another base, all drawn
     at random, and each row's changed token index ([B]; -1 where the row has no 6-mer there, left as it is)."""
-    n, length = rows.shape
-    candidates = is_kmer(rows[:, 1 : length // 2], kmer_start, n_kmers)
+    candidates = is_kmer(rows[:, 1 : rows.shape[1] // 2], kmer_start, n_kmers)
     at = torch.where(candidates, torch.rand(candidates.shape, device=rows.device), -1.0).argmax(1) + 1
     at = torch.where(candidates.any(1), at, -1)
-    k = k_of(n_kmers)
-    place_value = 4 ** torch.randint(0, k, (n,), device=rows.device)
-    changed_rows = rows.clone()
     where = at >= 0
-    kmer = rows[where, at[where]] - kmer_start
-    base = kmer // place_value[where] % 4
-    other = (base + torch.randint(1, 4, base.shape, device=rows.device)) % 4
-    changed_rows[where, at[where]] = kmer_start + kmer + (other - base) * place_value[where]
+    made = single_substitutions(k_of(n_kmers)).to(rows.device)[rows[where, at[where]] - kmer_start]  # [m, 3k]
+    changed_rows = rows.clone()
+    changed_rows[where, at[where]] = kmer_start + made.gather(1, torch.randint(
+        0, made.shape[1], (len(made), 1), device=rows.device)).squeeze(1)
     return changed_rows, at
 
 
@@ -556,7 +552,7 @@ def far_shift_loss(model, rows: torch.Tensor, hidden: torch.Tensor, head: torch.
     if not far.any():
         return torch.zeros((), device=rows.device)
     with torch.no_grad():
-        unchanged = torch.log_softmax((hidden.detach()[far] @ head.detach().T).float(), dim=-1)
+        unchanged = torch.log_softmax((hidden[far] @ head.T).float(), dim=-1)
     moved = torch.log_softmax((changed[far] @ head.T).float(), dim=-1)
     return F.kl_div(moved, unchanged, log_target=True, reduction="sum") / len(rows)
 
