@@ -673,6 +673,40 @@ def test_the_far_shift_sums_the_kl_over_the_tokens_30_or_more_bases_past_the_cha
     assert kmer_losses(model, rows, 20, 4096, far_shift=True).far_shift.item() > 0
 
 
+def test_context_noise_changes_one_base_of_a_share_of_the_6mers_read_and_leaves_targets_and_teacher_true():
+    import torch.nn.functional as F
+
+    from carbon_app.inference.marginals import kmer_digits
+    from carbon_app.training.train import TrainConfig, build_model, kmer_losses, noisy_context
+
+    rows = torch.randint(20, 20 + 4096, (64, 200), generator=torch.Generator().manual_seed(2))
+    rows[:, 0] = 5  # a tag
+    rows[3, 150:] = 0  # pads
+    torch.manual_seed(4)
+    noisy = noisy_context(rows, 0.1, 20, 4096)
+    changed = noisy != rows
+    assert not changed[:, 0].any() and not changed[3, 150:].any()  # tags and pads are read as they are
+    assert changed.float().sum().item() / (rows >= 20).sum().item() == pytest.approx(0.1, abs=0.01)
+    before, after = kmer_digits(rows[changed] - 20, 6), kmer_digits(noisy[changed] - 20, 6)
+    assert ((before != after).sum(-1) == 1).all()  # one base of each, every place drawn
+    assert len(set((before != after).float().argmax(-1).tolist())) == 6
+    assert torch.equal(noisy_context(rows, 0.0, 20, 4096), rows)
+
+    model = build_model(TrainConfig(hidden=32, layers=2, heads=2, kv_heads=1, ffn=64), 4124, 0)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(40.0)  # sharp guesses, so that a changed context moves them
+    rows = rows[:4, :30]
+    context = noisy_context(rows[:, :-1], 0.3, 20, 4096)
+    clean, read_noisy = kmer_losses(model, rows, 20, 4096, teacher=model), kmer_losses(
+        model, rows, 20, 4096, teacher=model, context=context)
+    assert clean.kl.item() == pytest.approx(0, abs=1e-6)  # the model is its own teacher: no gap on the true rows
+    assert read_noisy.kl.item() > 0.01  # the teacher read the true rows, the model the noisy ones
+    with torch.no_grad():
+        logits = model(input_ids=context).logits[..., 20 : 20 + 4096]
+    assert read_noisy.ce.item() == pytest.approx(F.cross_entropy(logits.flatten(0, 1), (rows[:, 1:] - 20).flatten(
+        )).item(), rel=1e-5)  # the noisy read asked for the true 6-mers
+
+
 def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():
     from carbon_app.training.train import TrainConfig, build_model, kmer_losses, validation_losses
 
@@ -1268,7 +1302,8 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                  ("--splice-side-weights", "donor=0.5", "--splice-side-weights weighs the splice "
                                                                         "contrast: give --splice-contrast-weight too"),
                                  ("--splice-side-weights", "exon=1", "unknown side 'exon' in --splice-side-weights: "
-                                                                     "use donor, acceptor")):
+                                                                     "use donor, acceptor"),
+                                 ("--context-noise", "0.6", "--context-noise must be between 0 and 0.5, not 0.6")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started

@@ -110,7 +110,7 @@ SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larg
 OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
              "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
              "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share", "protect",
-             "splice_side_weights", "far_shift_weight")
+             "splice_side_weights", "far_shift_weight", "context_noise")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -168,6 +168,9 @@ class TrainConfig:
     splice_side_weights: dict[str, float] | None = None
     splice_probe_weight: float = 0.0  # weight of the splice-site probe's loss added to the loss (0: no such probe)
     far_shift_weight: float = 0.0  # weight of how far a random substitution moves the predictions (0: none)
+    # the share of the 6-mers the model reads with one base changed at random, the targets left true: SNVs in the
+    # context, which a variant's score reads over its whole window, learnt as noise to read through (0: none)
+    context_noise: float = 0.0
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
     # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
     mix_data: str | None = None
@@ -522,6 +525,12 @@ def control_tokens(at_site: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 FAR_BASES = 30
 
 
+def one_base_changed(ids: torch.Tensor, kmer_start: int, n_kmers: int) -> torch.Tensor:
+    """6-mer token ids [n], each with one of its bases changed to another base, both drawn at random."""
+    made = single_substitutions(k_of(n_kmers)).to(ids.device)[ids - kmer_start]  # [n, 3k]
+    return kmer_start + made.gather(1, torch.randint(0, made.shape[1], (len(ids), 1), device=ids.device)).squeeze(1)
+
+
 def substituted_rows(rows: torch.Tensor, kmer_start: int, n_kmers: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows [B, T] each with one base of one 6-mer token in its first half changed to another base, all drawn
     at random, and each row's changed token index ([B]; -1 where the row has no 6-mer there, left as it is)."""
@@ -529,11 +538,18 @@ def substituted_rows(rows: torch.Tensor, kmer_start: int, n_kmers: int) -> tuple
     at = torch.where(candidates, torch.rand(candidates.shape, device=rows.device), -1.0).argmax(1) + 1
     at = torch.where(candidates.any(1), at, -1)
     where = at >= 0
-    made = single_substitutions(k_of(n_kmers)).to(rows.device)[rows[where, at[where]] - kmer_start]  # [m, 3k]
     changed_rows = rows.clone()
-    changed_rows[where, at[where]] = kmer_start + made.gather(1, torch.randint(
-        0, made.shape[1], (len(made), 1), device=rows.device)).squeeze(1)
+    changed_rows[where, at[where]] = one_base_changed(rows[where, at[where]], kmer_start, n_kmers)
     return changed_rows, at
+
+
+def noisy_context(inputs: torch.Tensor, share: float, kmer_start: int, n_kmers: int) -> torch.Tensor:
+    """The inputs [B, T] the model reads with `--context-noise`: each 6-mer token, with probability `share`, one
+    base changed at random (an SNV in the context), while the targets it is asked for stay the true ones."""
+    hit = is_kmer(inputs, kmer_start, n_kmers) & (torch.rand(inputs.shape, device=inputs.device) < share)
+    noisy = inputs.clone()
+    noisy[hit] = one_base_changed(inputs[hit], kmer_start, n_kmers)
+    return noisy
 
 
 def far_shift_loss(model, rows: torch.Tensor, hidden: torch.Tensor, head: torch.Tensor, kmer_start: int,
@@ -582,7 +598,8 @@ def is_kmer(ids, kmer_start: int, n_kmers: int):
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
                 splice_sites: torch.Tensor | None = None, site_probe=None,
-                side_weights: dict[str, float] | None = None, far_shift: bool = False) -> Losses:
+                side_weights: dict[str, float] | None = None, far_shift: bool = False,
+                context: torch.Tensor | None = None) -> Losses:
     """The batch's Losses: cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer
     targets, (with a probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop
     table) the stop unlikelihood and the coding 6-mers' cross-entropy against their stop-making SNVs, and
@@ -590,9 +607,10 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     of their splice dinucleotide bases and their cross-entropy among their rivals, and (with a splice-site
     probe, the frame labels and the marks) the probe's loss; `side_weights` weighs the splice contrast by the
     side (donor, acceptor) of each site's dinucleotide; with `far_shift`, how far a random substitution in
-    half the rows moves the predictions (`far_shift_loss`)."""
+    half the rows moves the predictions (`far_shift_loss`). `context`, where given, is what the model reads in
+    place of the rows' own inputs (`noisy_context`); the teacher and every label read the true rows."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
-    hidden = model.model(input_ids=inputs).last_hidden_state
+    hidden = model.model(input_ids=inputs if context is None else context).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
     splice_probe = (splice_probe_loss(site_probe, hidden, frames, splice_sites) if site_probe is not None
                     else torch.zeros((), device=rows.device))
@@ -963,17 +981,20 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         batch_rows = rows[batch_index].to(cfg.device)
         tiers = []  # with --protect: each kept tier's own gradient, from a forward pass of its terms alone
         batch_frames = None if frames is None else frames[batch_index].to(cfg.device)
+        context = (noisy_context(batch_rows[:, :-1], cfg.context_noise, kmer_start, n_kmers) if cfg.context_noise
+                   else None)
         for names in KEPT_TIERS[cfg.protect] if cfg.protect else ():
             with mixed_precision(cfg):
                 kept_terms = kmer_losses(model, batch_rows, kmer_start, n_kmers, teacher if "kl" in names else None,
-                                         with_fns, frames=batch_frames, stops=stops if "stop" in names else None)
+                                         with_fns, frames=batch_frames, stops=stops if "stop" in names else None,
+                                         context=context)
             tiers.append(kept_gradient(part_loss(cfg, kept_terms, names, with_fns, teacher is not None,
                                                  probe is not None), trained))
         with mixed_precision(cfg):
             terms = kmer_losses(
                 model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe, batch_frames, stops,
                 None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe,
-                cfg.splice_side_weights, cfg.far_shift_weight > 0)
+                cfg.splice_side_weights, cfg.far_shift_weight > 0, context)
         ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
@@ -1217,6 +1238,12 @@ def argument_parser() -> argparse.ArgumentParser:
                "the predictions from the unchanged row's, summed over the tokens 30 or more bases past "
                "the change, so that a variant's score, summed over its window, reads the site and not "
                "small shifts far away")
+    parser.add_argument("--context-noise", type=argument_type(lambda text: real_number(text, "--context-noise", 0,
+                                                                                        0.5)),
+                        help="the share of the 6-mer tokens the model reads with one base changed at random, "
+                             "the targets, the teacher and the labels left true (default 0: none), e.g. 0.02: "
+                             "SNVs in the context learnt as noise, so that a variant's score, summed over its "
+                             "window, is not moved far from the variant")
     added_term(parser, "--coding-distill-weight",
                "weight of the KL divergence from the teacher at the coding tokens alone, added to "
                "the loss (default 0: none): it holds what a stop-gain's score reads while the "
