@@ -705,6 +705,12 @@ def test_context_noise_changes_one_base_of_a_share_of_the_6mers_read_and_leaves_
         logits = model(input_ids=context).logits[..., 20 : 20 + 4096]
     assert read_noisy.ce.item() == pytest.approx(F.cross_entropy(logits.flatten(0, 1), (rows[:, 1:] - 20).flatten(
         )).item(), rel=1e-5)  # the noisy read asked for the true 6-mers
+    torch.manual_seed(9)
+    both = kmer_losses(model, rows, 20, 4096, far_shift=True, context=context).far_shift
+    torch.manual_seed(9)
+    read_rows = torch.cat([context, rows[:, -1:]], 1)
+    assert both.item() == pytest.approx(kmer_losses(model, read_rows, 20, 4096, far_shift=True).far_shift.item(),
+                                        rel=1e-5)  # the far shift's one change is made in the noisy read
 
 
 def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():

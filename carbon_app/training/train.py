@@ -610,7 +610,8 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
     half the rows moves the predictions (`far_shift_loss`). `context`, where given, is what the model reads in
     place of the rows' own inputs (`noisy_context`); the teacher and every label read the true rows."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
-    hidden = model.model(input_ids=inputs if context is None else context).last_hidden_state
+    read_rows = rows if context is None else torch.cat([context, rows[:, -1:]], 1)  # what the model reads
+    hidden = model.model(input_ids=read_rows[:, :-1]).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
     splice_probe = (splice_probe_loss(site_probe, hidden, frames, splice_sites) if site_probe is not None
                     else torch.zeros((), device=rows.device))
@@ -666,7 +667,8 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
             if controlled.any():
                 splice_control = splice_contrast_loss(logprobs[controls], kmer[controls], is_site_base[controlled])
     shifted = len(rows) // 2
-    far = (far_shift_loss(model, rows[:shifted], hidden[:shifted], head, kmer_start, n_kmers)
+    # the substitution is made in what the model read, so that it is the one change between the two reads
+    far = (far_shift_loss(model, read_rows[:shifted], hidden[:shifted], head, kmer_start, n_kmers)
            if far_shift and shifted else torch.zeros((), device=rows.device))
     return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast, splice_control,
                   coding_kl, splice_probe, far)
