@@ -46,6 +46,11 @@ def test_score_json_and_fasta(compact_model_dir, tmp_path):
     data = json.loads(out.stdout)
     assert {"delta", "ref_logprobs", "alt_logprobs", "window_start", "window_end"} <= set(data)
     assert data["window_start"] >= 1 and data["window_end"] - data["window_start"] + 1 == len(data["ref_logprobs"])
+    assert data["delta_radius"] is None  # the compact model names none: the whole window
+    near = json.loads(run_cli("score", "--model", str(compact_model_dir), "--fasta", str(fasta), "--record", "first",
+                              "--variant", "7:C>T", "--window", "40", "--strand-average", "--delta-radius", "3",
+                              "--json").stdout)
+    assert near["delta_radius"] == 3 and near["delta"] != pytest.approx(data["delta"], abs=1e-6)
     whole = run_cli("score", "--model", str(compact_model_dir), "--sequence", seq, "--json")
     assert len(json.loads(whole.stdout)["logprobs"]) == len(seq)
 
@@ -66,6 +71,13 @@ def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
         assert delta == pytest.approx(score_variant(bundle, seq, f"{pos}:{ref}>{alt}", window=40).delta, abs=1e-4)
     tsv = run_cli("scan", "--model", str(compact_model_dir), "--sequence", seq, "--start", "20", "--end", "20")
     assert tsv.stdout.splitlines()[0] == "position\tref\talt\tdelta_loglik" and len(tsv.stdout.splitlines()) == 4
+    near = run_cli("scan", "--model", str(compact_model_dir), "--sequence", seq, "--start", "20", "--end", "22",
+                   "--window", "40", "--delta-radius", "5", "--json")
+    data = json.loads(near.stdout)
+    assert near.returncode == 0 and data["delta_radius"] == 5, near.stderr
+    for pos, ref, alt, delta in data["rows"][::4]:
+        assert delta == pytest.approx(score_variant(bundle, seq, f"{pos}:{ref}>{alt}", window=40,
+                                                    delta_radius=5).delta, abs=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -79,6 +91,8 @@ def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
         (["score", "--sequence", "ACGT", "--record", "x"], "--record only applies with --fasta"),
         (["score", "--sequence", "ACGTACGT", "--variant", "2:C>G", "--frames", "0"], "frames must be"),
         (["scan", "--sequence", "ACGTACGT", "--start", "5", "--end", "9"], "must lie within"),
+        (["scan", "--sequence", "ACGTACGT", "--start", "1", "--end", "2", "--delta-radius", "near"],
+         "'near' is not a radius"),
         (["scan", "--sequence", "ACGTACGT", "--start", "1", "--end", "2", "--window", "0"],
          "the window (bases) must be at least 1"),
     ],

@@ -48,6 +48,19 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
     older = load_bundle(str(measured))
     assert older.variant_method == "marginal" and "AUROC 0.61" in fmt.trust_note(older, "marginal")
     assert "not with the exact chain rule" in fmt.trust_note(older, "chain")
+    assert "within" not in fmt.trust_note(older, "marginal")
+    (measured / "eval.json").write_text(json.dumps({"quality": {  # read within a radius, the whole window beside
+        "demo": True, "stop_gain_vs_synonymous_auroc": 0.88, "splice_site_vs_deep_intronic_auroc": 0.76,
+        "random_snv_fraction_negative": 0.6, "method": "chain", "window": 1200, "delta_radius": 12,
+        "whole_window": {"stop_gain_vs_synonymous_auroc": 0.85, "splice_site_vs_deep_intronic_auroc": 0.74,
+                         "random_snv_fraction_negative": 0.65}}}))
+    local = load_bundle(str(measured))
+    note = fmt.trust_note(local, "chain")
+    assert "summed within 12 bases of the variant as here" in note and "AUROC 0.88" in note
+    assert "summed over the whole window, 0.85 and 0.74" in note
+    scored = score_variant(local, SEQ, "21:G>A", window=60)
+    assert "summed within 12 bases of the variant" in fmt.score_provenance("m", scored)
+    assert "summed over the whole window" in fmt.score_provenance("m", score_variant(bundle, SEQ, "21:G>A", window=60))
 
 
 def test_model_sizes_read_as_people_write_them():

@@ -138,6 +138,16 @@ def test_compare_reads_each_model_on_the_validation_sets_and_names_missing_ones(
     with pytest.raises(SystemExit):
         compare.main([str(start), "--part", "test", "--data", str(data)])
     assert "no test_variants.json" in capsys.readouterr().err
+    # each radius read from the same scores: the whole window's reading is the plain one, as read above
+    compare.main([str(start), "--data", str(data), "--delta-radii", "6,whole", "--json", str(out)])
+    reading = json.loads(out.read_text())["readings"][str(start)]
+    assert set(reading) == {"coding", "splice", "coding within 6", "splice within 6"}
+    assert reading["coding"] == readings["readings"][str(start)]["coding"]
+    assert reading["coding within 6"] != reading["coding"] or reading["splice within 6"] != reading["splice"]
+    assert "(a) ±6" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        compare.main([str(start), "--data", str(data), "--delta-radii", "6,far"])
+    assert "'far' is not a radius" in capsys.readouterr().err
 
 
 def test_compare_reads_recovery_beside_the_markov_baseline_and_names_what_it_lacks(two_runs, tmp_path, capsys):

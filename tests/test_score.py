@@ -200,3 +200,59 @@ def test_a_model_measured_with_the_chain_rule_is_read_with_it_unless_a_method_is
     fasta.write_text(">c\n" + SEQ + "\n")
     at_coordinates = score_batch(bundle, Reference(fasta, "g"), [parse_genomic("c:21:G>A")], window=60)[0]
     assert at_coordinates.delta == pytest.approx(own.delta)  # a batch at coordinates reads it the same way
+
+
+@pytest.mark.parametrize("method", ["marginal", "chain"])
+def test_a_delta_within_a_radius_sums_the_aligned_track_that_near_the_variant(compact, method):
+    """A radius keeps the columns within that many bases of the REF allele, on both strands, and the whole
+    window is every radius wide enough to hold it: checked against the per-base track the tab plots."""
+    site = 31
+    variant = f"{site}:{SEQ[site - 1]}>{'A' if SEQ[site - 1] != 'A' else 'C'}"
+    whole = score_variant(compact, SEQ, variant, window=60, method=method, delta_radius=None, strand_average=True,
+                          other_delta_radii=(0, 5, 100))
+    assert whole.delta_radius is None
+    assert whole.deltas_by_radius[100] == pytest.approx(whole.delta, abs=1e-9)
+    for delta_radius in (0, 5, 13):
+        near = score_variant(compact, SEQ, variant, window=60, method=method, delta_radius=delta_radius,
+                             strand_average=True)
+        by_hand = sum(a - r for p, r, a in zip(near.aligned_ref_pos, near.aligned_ref_logprobs,
+                                               near.aligned_alt_logprobs, strict=True) if abs(p - site) <= delta_radius)
+        assert near.delta_radius == delta_radius and near.delta == pytest.approx(by_hand, abs=1e-6)
+        assert near.frame_deltas != whole.frame_deltas
+        if delta_radius in whole.deltas_by_radius:
+            assert whole.deltas_by_radius[delta_radius] == pytest.approx(near.delta, abs=1e-9)
+    # an indel's radius is counted from both ends of its REF allele
+    deletion = score_variant(compact, SEQ, f"30:{SEQ[29:33]}>{SEQ[29]}", window=60, method=method, delta_radius=2)
+    kept = [p for p, r, a in zip(deletion.aligned_ref_pos, deletion.aligned_ref_logprobs,
+                                 deletion.aligned_alt_logprobs, strict=True) if r is not None and a is not None]
+    by_hand = sum(a - r for p, r, a in zip(deletion.aligned_ref_pos, deletion.aligned_ref_logprobs,
+                                           deletion.aligned_alt_logprobs, strict=True)
+                  if r is not None and a is not None and 28 <= p <= 35)
+    assert 28 in kept and 35 in kept and deletion.delta == pytest.approx(by_hand, abs=1e-6)
+    with pytest.raises(InputError, match="radius"):
+        score_variant(compact, SEQ, variant, window=60, delta_radius=-1)
+
+
+def test_a_model_measured_within_a_radius_is_read_within_it_everywhere(compact_model_dir, tmp_path):
+    """The radius a model's card names is every path's default (the tab, a scan, a batch at coordinates),
+    and a scan within it re-reads only the tokens it reaches, with the deltas of the Variant tab."""
+    measured = tmp_path / "measured"
+    shutil.copytree(compact_model_dir, measured)
+    (measured / "eval.json").write_text(json.dumps({"quality": {"method": "chain", "window": 60, "delta_radius": 7}}))
+    bundle = load_bundle(str(measured))
+    own = score_variant(bundle, SEQ, "21:G>A", window=60)
+    assert bundle.variant_delta_radius == 7 and own.delta_radius == 7
+    assert own.delta == score_variant(bundle, SEQ, "21:G>A", window=60, delta_radius=7).delta
+    whole_window = score_variant(bundle, SEQ, "21:G>A", window=60, delta_radius=None)
+    assert own.delta != pytest.approx(whole_window.delta, abs=1e-3)
+    scan = scan_substitutions(bundle, SEQ, 18, 30, window=60)
+    assert scan.delta_radius == 7
+    for pos, ref, alt, delta in scan.rows()[::2]:
+        assert delta == pytest.approx(score_variant(bundle, SEQ, f"{pos}:{ref}>{alt}", window=60).delta,
+                                      abs=1e-4), (pos, alt)
+    whole = scan_substitutions(bundle, SEQ, 18, 30, window=60, delta_radius=None)
+    assert whole.delta_radius is None and not np.allclose(whole.deltas, scan.deltas, equal_nan=True)
+    fasta = tmp_path / "g.fa"
+    fasta.write_text(">c\n" + SEQ + "\n")
+    at_coordinates = score_batch(bundle, Reference(fasta, "g"), [parse_genomic("c:21:G>A")], window=60)[0]
+    assert at_coordinates.delta == pytest.approx(own.delta, abs=1e-4)

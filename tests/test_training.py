@@ -11,6 +11,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -132,21 +133,26 @@ def test_stop_gain_synonymous_and_splice_variants_are_what_they_say(strand):
         place for place in (120, 121, 179, 180) for _ in range(3)]
 
 
-def test_the_evaluation_reads_every_method_from_one_scoring_of_each_variant(compact, monkeypatch):
+def test_the_evaluation_reads_every_method_and_radius_from_one_scoring_of_each_variant(compact, monkeypatch):
     from carbon_app.training.evaluate import model_delta, model_deltas
 
     context = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGG" * 2
     variants = ["40:G>T", "81:G>A", "120:C>T"]
-    alone = {method: [model_delta(compact, method)(context, v) for v in variants] for method in ("chain", "marginal")}
+    readings = (("chain", 12), ("marginal", 12), ("chain", None), ("chain", 3))
+    alone = {(m, r): [model_delta(compact, m, r)(context, v) for v in variants] for m, r in readings}
+    assert alone["chain", 12] != alone["chain", None] != alone["chain", 3]
     passes = []
     forward = compact.hidden_states
     monkeypatch.setattr(compact, "hidden_states", lambda ids: passes.append(len(ids)) or forward(ids))
-    deltas = model_deltas(compact, ("chain", "marginal"))
-    assert [deltas["chain"](context, v) for v in variants] == alone["chain"]
+    deltas = model_deltas(compact, readings)
+    assert [deltas["chain", 12](context, v) for v in variants] == alone["chain", 12]
     scored = len(passes)
     assert scored > 0
-    assert [deltas["marginal"](context, v) for v in variants] == pytest.approx(alone["marginal"], abs=1e-9)
-    assert len(passes) == scored  # the marginal reading needed no forward pass of its own
+    for reading in readings[1:]:
+        assert [deltas[reading](context, v) for v in variants] == pytest.approx(alone[reading], abs=1e-9)
+    assert len(passes) == scored  # the other readings needed no forward pass of their own
+    with pytest.raises(ValueError, match="share the first"):
+        model_deltas(compact, (("chain", 12), ("marginal", None)))
 
 
 def test_an_snv_makes_or_breaks_splice_dinucleotides_read_on_either_strand():
@@ -1499,6 +1505,17 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert [r["config"]["name"] for r in training_lineage(fresh)] == ["fresh"]
 
 
+def _small_world(data: Path, monkeypatch) -> dict:
+    """A dataset of two annotated records (a held-out human gene, a cress genome with one transcript) written
+    to `data`; its data card."""
+    monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
+    genome, gene = _coding_gene(1)
+    cress = Transcript("p", "p", 1, [(1000, 1600), (2000, 2600)], [], "protein_coding")
+    records = [Record("held", genome, "mammal", "Homo sapiens", "test", [gene], held_out=True),
+               Record("cress", random_dna(40_000, 5), "plant", "Arabidopsis thaliana", "test", [cress])]
+    return write_dataset(data, records)
+
+
 @pytest.mark.slow
 def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, monkeypatch):
     """Each documented step on a small world: the dataset of annotated records, a target and a draft
@@ -1518,13 +1535,8 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     from carbon_app.training.merge import merge
     from carbon_app.training.train import TrainConfig, train
 
-    monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
-    genome, gene = _coding_gene(1)
-    cress = Transcript("p", "p", 1, [(1000, 1600), (2000, 2600)], [], "protein_coding")
-    records = [Record("held", genome, "mammal", "Homo sapiens", "test", [gene], held_out=True),
-               Record("cress", random_dna(40_000, 5), "plant", "Arabidopsis thaliana", "test", [cress])]
     data = tmp_path / "data"
-    card = write_dataset(data, records)
+    card = _small_world(data, monkeypatch)
     assert card["groups"]["mammal"]["test_variants"] == {"coding": {"stop_gain": 2, "synonymous": 2},
                                                          "splice": {"deep_intronic": 4, "splice_site": 4},
                                                          "splice_matched": {"deep_same_dinucleotide": 4}}
@@ -1629,6 +1641,51 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     assert f"--init {merged} --teacher {merged}" in card and f"--teacher {assets}" not in card
     saved_config = json.loads((assets / "carbon-demo" / "training.json").read_text())["config"]
     assert saved_config["teacher"] == str(merged)  # read again later, it still names the right model
+
+
+
+@pytest.mark.slow
+def test_a_model_measured_within_a_delta_radius_is_installed_to_be_read_within_it(tmp_path, monkeypatch):
+    """`evaluate --delta-radius`: the card, the quality the page shows and every default path read the deltas
+    within that radius, the whole window read beside it from the same passes; figures saved at one radius
+    do not stand for another."""
+    from carbon_app.model.bundle import load_bundle
+    from carbon_app.training.evaluate import (
+        evaluate,
+        install,
+        load_float32,
+        model_delta,
+        own_saved_figures,
+        quality_summary,
+        variant_signal,
+    )
+    from carbon_app.training.train import TrainConfig, train
+
+    data = tmp_path / "data"
+    _small_world(data, monkeypatch)
+    cfg = TrainConfig(data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2, kv_heads=1,
+                      ffn=64, steps=2, batch=2, warmup=1, eval_every=2, compile=False)
+    target = train(cfg)
+    near = evaluate(target, None, data, device="cpu", delta_radius=9)
+    assert near["variant_delta_radius"] == 9
+    variant_sets = json.loads((data / "test_variants.json").read_text())
+    bundle = load_float32(target, "cpu")
+    assert near["target_variants_whole_window"] == variant_signal(model_delta(bundle, "chain", None), variant_sets)
+    assert near["target_variants"] == variant_signal(model_delta(bundle, "chain", 9), variant_sets)
+    whole = near["target_variants_whole_window"]
+    assert near["target_variants"]["coding"]["mean_delta"] != whole["coding"]["mean_delta"]
+    near["quality"] = quality_summary(near)
+    assert near["quality"]["delta_radius"] == 9
+    assert near["quality"]["whole_window"]["stop_gain_vs_synonymous_auroc"] == \
+        near["target_variants_whole_window"]["coding"]["auroc"]["all"]
+    assets = tmp_path / "assets"
+    install(target, None, near, assets)
+    card = (assets / "carbon-demo" / "README.md").read_text()
+    assert "summed over the 9 bases either side of the variant" in card and "carbon-demo, whole window" in card
+    assert "--delta-radius 9 --previous assets/models/carbon-demo" in card
+    assert load_bundle(str(assets / "carbon-demo")).variant_delta_radius == 9
+    assert own_saved_figures(assets / "carbon-demo", data) is None  # saved at 9: not the whole window's figures
+    assert own_saved_figures(assets / "carbon-demo", data, delta_radius=9) is not None
 
 
 def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with():

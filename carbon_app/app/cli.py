@@ -13,7 +13,7 @@ import sys
 
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
-from ..inference.score import DEFAULT_WINDOW, METHODS
+from ..inference.score import DEFAULT_WINDOW, METHODS, OWN_RADIUS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,6 +56,20 @@ def _add_scoring_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=METHODS,
                         help="marginal: reference FNS per-base score; chain: exact per-base split (default: the "
                              "model's own, the method its measured quality was read with; else marginal)")
+    parser.add_argument("--delta-radius", type=_delta_radius, default=OWN_RADIUS, metavar="BASES",
+                        help="sum each delta within this many bases of its variant, or 'whole' for the whole window "
+                             "(default: the model's own, the radius its measured quality was read with; else whole)")
+
+
+def _delta_radius(text: str) -> int | str | None:
+    """--delta-radius: a whole number of bases, 0 or more, 'whole' (None) or the default, the model's own."""
+    if text == OWN_RADIUS:
+        return OWN_RADIUS
+    if text == "whole":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"'{text}' is not a radius: a whole number of bases, 0 or more, or 'whole'")
+    return int(text)
 
 
 def _add_cds_arg(parser: argparse.ArgumentParser) -> None:
@@ -230,7 +244,8 @@ def _score(args) -> dict:
         return data
     report = describe_variant(bundle, sequence, args.variant, _coding(args, sequence), args.context,
                               window=args.window, strand_average=args.strand_average, species=args.species,
-                              region=args.region, method=args.method, frames=args.frames)
+                              region=args.region, method=args.method, frames=args.frames,
+                              delta_radius=args.delta_radius)
     if not args.json:
         _print_variant(str(report.score.variant), report, f"{report.score.window_start}-{report.score.window_end}")
     return {**report.to_dict(), "model_quality": bundle.quality}
@@ -248,7 +263,7 @@ def _score_at(args) -> dict:
     bundle = _bundle(args)
     scored, report = describe_at(bundle, reference, args.variant, args.cds, args.context, window=args.window,
                                  strand_average=args.strand_average, species=args.species, region=args.region,
-                                 method=args.method, frames=args.frames)
+                                 method=args.method, frames=args.frames, delta_radius=args.delta_radius)
     if not args.json:
         _print_variant(f"{scored.variant} ({reference.name})", report,
                        f"{scored.contig}:{scored.window_start}-{scored.window_end}", scored.notes)
@@ -285,7 +300,8 @@ def _score_vcf(args) -> dict:
 
     reference = Reference(args.reference)
     options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
-                   region=args.region, method=args.method, frames=args.frames, context=args.context)
+                   region=args.region, method=args.method, frames=args.frames, context=args.context,
+                   delta_radius=args.delta_radius)
     scorer = _ray_scorer(args, reference, options) if args.ray else None
     bundle = None if scorer else _bundle(args)
     if bundle is not None:
@@ -307,7 +323,7 @@ def _scan_regions(args) -> dict:
 
     reference = Reference(args.reference)
     options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
-                   region=args.region, method=args.method, frames=args.frames)
+                   region=args.region, method=args.method, frames=args.frames, delta_radius=args.delta_radius)
     scorer = _ray_scorer(args, reference, options) if args.ray else None
     bundle = None if scorer else _bundle(args)
     bar, progress = _progress_bar("region")
@@ -327,7 +343,7 @@ def _scan(args) -> dict:
     sequence = _reference(args)
     bundle = _bundle(args)
     result = scan_substitutions(bundle, sequence, args.start, args.end, args.window, args.species, args.region,
-                                args.method, args.frames)
+                                args.method, args.frames, delta_radius=args.delta_radius)
     consequences = scan_consequences(result, sequence, _coding(args, sequence))
     if not args.json:
         print(result.to_tsv(consequences), end="")
@@ -335,6 +351,7 @@ def _scan(args) -> dict:
         else [list(row) for row in result.rows()]
     return {"start": result.start, "end": result.end, "window_start": result.window_start,
             "window_end": result.window_end, "frame_bases": result.frame_bases, "method": result.method,
+            "delta_radius": result.delta_radius,
             "columns": ["position", "ref", "alt", "delta"] + (["consequence"] if consequences else []), "rows": rows,
             "model_quality": bundle.quality}
 

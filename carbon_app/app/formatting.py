@@ -7,7 +7,7 @@ from statistics import median
 from urllib.parse import urlencode
 
 from ..core.coding import CLASSES
-from ..model.bundle import quality_method
+from ..model.bundle import quality_delta_radius, quality_method
 from .plots import BASE_COLOURS
 
 RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
@@ -145,19 +145,25 @@ def variant_markdown(report, genomic=None, context_note: str = "") -> str:
 METHOD_WORDS = {"marginal": "reference FNS marginals", "chain": "exact chain rule"}
 
 
+def delta_radius_words(radius: int | None) -> str:
+    """Where a delta is summed, in words."""
+    return "summed over the whole window" if radius is None else f"summed within {radius} bases of the variant"
+
+
 def score_provenance(model: str, scored) -> str:
     """What produced a variant score, in one line."""
     tags = (scored.species_tag or "") + (scored.region_tag or "") or "none"
     return (f"*Scored with model **{model}**; tags `{tags}`; {len(scored.frame_deltas)} frame(s) of "
             f"{scored.frame_bases:,}-base windows; {'both strands' if scored.strand_average else 'one strand'}; "
-            f"{METHOD_WORDS[scored.method]}.*")
+            f"{METHOD_WORDS[scored.method]}, {delta_radius_words(scored.delta_radius)}.*")
 
 
 def scan_provenance(model: str, scan) -> str:
     tags = scan.prompt_text.split("<dna>")[0] or "none"
     return (f"*Scanned with model **{model}**; tags `{tags}`; {len(scan.frame_deltas)} frame(s) of "
             f"{scan.frame_bases:,}-base windows; "
-            f"{METHOD_WORDS[scan.method]}.*")
+            f"{METHOD_WORDS[scan.method]}, "
+            f"{delta_radius_words(scan.delta_radius).replace('the variant', 'each substitution')}.*")
 
 
 def share_link(page_url: str | None, **query) -> str:
@@ -196,11 +202,17 @@ def trust_note(bundle, method: str) -> str:
                 f"only, not with the {METHOD_WORDS[method]}: see its model card.*")
     measured = figures[method]
     demo = "a small **demo model**, " if quality.get("demo") else ""
+    radius = quality_delta_radius(quality)
+    whole = quality.get("whole_window") if method == quality_method(quality) else None
     return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
-            f"{quality['window']:,}-base windows with the {METHOD_WORDS[method]}: stop-gain vs synonymous AUROC "
-            f"{measured['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs matched deep-intronic AUROC "
-            f"{measured['splice_site_vs_deep_intronic_auroc']:.2f} (1 = perfect, 0.5 = no signal, below 0.5 = "
-            "pointing the wrong way)." + (" Do not read its scores as evidence." if quality.get("demo") else "") + "*")
+            f"{quality['window']:,}-base windows with the {METHOD_WORDS[method]}"
+            + ("" if radius is None else f", each delta {delta_radius_words(radius)} as here") + ": stop-gain vs "
+            f"synonymous AUROC {measured['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs matched deep-intronic "
+            f"AUROC {measured['splice_site_vs_deep_intronic_auroc']:.2f} (1 = perfect, 0.5 = no signal, below 0.5 = "
+            "pointing the wrong way)"
+            + ("" if not whole else f"; summed over the whole window, {whole['stop_gain_vs_synonymous_auroc']:.2f} "
+               f"and {whole['splice_site_vs_deep_intronic_auroc']:.2f}") + "."
+            + (" Do not read its scores as evidence." if quality.get("demo") else "") + "*")
 
 
 def parameters(count: int) -> str:

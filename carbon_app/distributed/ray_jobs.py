@@ -68,6 +68,7 @@ class ModelFacts:
     k: int
     tags: object  # the model's TagScheme
     variant_method: str  # how its variant scores are read by default (ModelBundle.variant_method)
+    variant_delta_radius: int | None  # and summed within how far of the variant (ModelBundle.variant_delta_radius)
 
 
 class Worker:
@@ -90,7 +91,8 @@ class Worker:
         return os.getpid()
 
     def facts(self) -> ModelFacts:
-        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags, self.bundle.variant_method)
+        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags, self.bundle.variant_method,
+                          self.bundle.variant_delta_radius)
 
     def score(self, variants: list, options: dict) -> list:
         from ..genome.scoring import score_batch

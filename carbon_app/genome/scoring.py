@@ -24,10 +24,12 @@ from ..inference.context import ScoreContext, checked_radius, rank_in
 from ..inference.scan import mean_substitution_deltas
 from ..inference.score import (
     DEFAULT_WINDOW,
+    OWN_RADIUS,
     Variant,
     VariantScore,
     context_room_bases,
     resolve_frames,
+    variant_delta_radius,
     variant_method,
 )
 from ..model.bundle import ModelBundle
@@ -81,27 +83,29 @@ def _span(bundle: ModelBundle, window, frames: int, prefix: str) -> int:
 
 def score_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
              window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-             region: str | None = None, method: str | None = None, frames: int | None = None) -> GenomicScore:
+             region: str | None = None, method: str | None = None, frames: int | None = None,
+             delta_radius: int | str | None = OWN_RADIUS) -> GenomicScore:
     """Score one variant at genome coordinates (any form `parse_genomic` reads)."""
     return describe_at(bundle, reference, variant, window=window, strand_average=strand_average, species=species,
-                       region=region, method=method, frames=frames)[0]
+                       region=region, method=method, frames=frames, delta_radius=delta_radius)[0]
 
 
 def describe_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant, cds: str | None = None,
                 context=0, progress: Callable[[float], None] | None = None, window: int = DEFAULT_WINDOW,
                 strand_average: bool = False, species: str | None = None, region: str | None = None,
-                method: str | None = None, frames: int | None = None) -> tuple[GenomicScore, VariantReport]:
+                method: str | None = None, frames: int | None = None, delta_radius: int | str | None = OWN_RADIUS
+                ) -> tuple[GenomicScore, VariantReport]:
     """One variant at coordinates, scored, with its consequence when `cds` (in contig coordinates, as
     `CodingSequence.parse` reads it) is given and its context when `context` > 0 bases either side."""
     return last(describe_at_stages(bundle, reference, variant, cds, context, progress, window, strand_average,
-                                   species, region, method, frames))
+                                   species, region, method, frames, delta_radius))
 
 
 def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
                        cds: str | None = None, context=0, progress: Callable[[float], None] | None = None,
                        window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-                       region: str | None = None, method: str | None = None, frames: int | None = None
-                       ) -> Iterator[tuple[GenomicScore, VariantReport]]:
+                       region: str | None = None, method: str | None = None, frames: int | None = None,
+                       delta_radius: int | str | None = OWN_RADIUS) -> Iterator[tuple[GenomicScore, VariantReport]]:
     """`describe_at` in stages, as `describe_stages`: the score as soon as it is known, then with its context."""
     var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant)
     frames = resolve_frames(bundle, frames)
@@ -114,7 +118,7 @@ def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str |
         else None
     for report in describe_stages(bundle, cut.bases, cut.local(var), None, radius, progress, window=window,
                                   strand_average=strand_average, species=species, region=region, method=method,
-                                  frames=frames):
+                                  frames=frames, delta_radius=delta_radius):
         report.consequence = consequence  # in contig coordinates, which the cut window's report cannot know
         yield GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report
 
@@ -133,11 +137,13 @@ class Outcome:
 def score_batch(bundle: ModelBundle, reference: Reference, variants: list[GenomicVariant],
                 window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
                 region: str | None = None, method: str | None = None, frames: int | None = None,
-                context=0, progress: Callable[[int], None] | None = None) -> list[Outcome]:
+                context=0, progress: Callable[[int], None] | None = None,
+                delta_radius: int | str | None = OWN_RADIUS) -> list[Outcome]:
     """An Outcome per variant, in order; a variant that cannot be scored is named, never fatal.
     With `context` > 0 each delta is also ranked among the substitutions within that many bases.
     `progress(n)` is told each time n more variants are done."""
     method = variant_method(bundle, method)
+    delta_radius = variant_delta_radius(bundle, delta_radius)
     frames = resolve_frames(bundle, frames)
     radius = checked_radius(context)
     prefix = bundle.tags.prefix(species, region)
@@ -157,13 +163,13 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
             continue
         report = describe_variant(bundle, cut.bases, cut.local(var), context=radius, window=window,
                                   strand_average=strand_average, species=species, region=region, method=method,
-                                  frames=frames)
+                                  frames=frames, delta_radius=delta_radius)
         outcomes[i].delta, outcomes[i].context = report.score.delta, report.context
         _tell(progress, 1)
     for contig, indices in substitutions.items():
         for cluster in _clusters(sorted(indices, key=lambda i: variants[i].pos), variants, span + 2 * radius):
             _score_cluster(bundle, reference, contig, cluster, variants, outcomes, window, frames, prefix, method,
-                           strand_average, span, radius)
+                           strand_average, span, radius, delta_radius)
             _tell(progress, len(cluster))
     return outcomes
 
@@ -185,7 +191,7 @@ def _clusters(indices: list[int], variants: list[GenomicVariant], span: int) -> 
 
 
 def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, window, frames, prefix, method,
-                   strand_average, span, radius) -> None:
+                   strand_average, span, radius, delta_radius) -> None:
     """The substitutions of one cluster from one stretch of genome, through the scan's shared windows
     (with a context radius, every substitution within it too, each scored once however many variants
     rank against it)."""
@@ -201,7 +207,7 @@ def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, windo
     positions = sorted(wanted)
     deltas = np.full((len(bases), 4), np.nan)
     deltas[positions] = mean_substitution_deltas(bundle, bases, positions, window, frames, prefix, method, wanted,
-                                                 strand_average)
+                                                 strand_average, delta_radius=delta_radius)
     for i in cluster:
         pos, alt = variants[i].pos - 1 - start, variants[i].alt
         outcomes[i].delta = float(deltas[pos, BASES.index(alt)])

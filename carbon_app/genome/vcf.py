@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inference.context import checked_radius
-from ..inference.score import DEFAULT_WINDOW, resolve_frames, variant_method
+from ..inference.score import DEFAULT_WINDOW, OWN_RADIUS, resolve_frames, variant_delta_radius, variant_method
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, _checked
 from .reference import Reference
@@ -213,7 +213,7 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
               tsv_out: str | Path | None = None, window: int = DEFAULT_WINDOW, strand_average: bool = False,
               species: str | None = None, region: str | None = None, method: str | None = None,
               frames: int | None = None, context: int = 0, progress: Callable[[int, int], None] | None = None,
-              scorer: ChunkScorer | None = None) -> VcfSummary:
+              scorer: ChunkScorer | None = None, delta_radius: int | str | None = OWN_RADIUS) -> VcfSummary:
     """Score every ALT of every record of `vcf_in` against `reference`; write `vcf_out` (and `tsv_out`).
     With `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
     CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles. `scorer` scores the chunks (default:
@@ -225,12 +225,15 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
     model = bundle if bundle is not None else scorer.facts
     frames = resolve_frames(model, frames)
     method = variant_method(model, method)
+    delta_radius = variant_delta_radius(model, delta_radius)
     context = checked_radius(context)
     settings = (f"model={model.name},genome={reference.name},window={window},frames={frames},"
-                f"strand_average={strand_average},method={method},tags={model.tags.prefix(species, region) or 'none'}"
+                f"strand_average={strand_average},method={method},"
+                f"delta_radius={'whole' if delta_radius is None else delta_radius},"
+                f"tags={model.tags.prefix(species, region) or 'none'}"
                 + (f",context={context}" if context else ""))
     options = dict(window=window, strand_average=strand_average, species=species, region=region, method=method,
-                   frames=frames, context=context)
+                   frames=frames, context=context, delta_radius=delta_radius)
     scorer = scorer or LocalScorer(bundle, reference, options)
     began = time.perf_counter()
     summary = VcfSummary(method=method)

@@ -18,7 +18,7 @@ from .context import ScoreContext, checked_radius, score_context
 from .scan import ScanResult
 from .score import Variant, VariantScore, score_variant
 
-SCAN_OPTIONS = ("window", "species", "region", "method", "frames")
+SCAN_OPTIONS = ("window", "species", "region", "method", "frames", "delta_radius")
 T = TypeVar("T")
 
 
@@ -71,7 +71,7 @@ def describe_variant(bundle: ModelBundle, sequence: str, variant: str | Variant,
                      context: int = 0, progress: Callable[[float], None] | None = None,
                      strand_average: bool = False, **options) -> VariantReport:
     """`score_variant`, with the consequence where `coding` is given and the context when `context` > 0
-    (bases either side; ranked with the same window, tags, method and frames)."""
+    (bases either side; ranked with the same window, tags, method, frames and delta radius)."""
     return last(describe_stages(bundle, sequence, variant, coding, context, progress, strand_average, **options))
 
 

@@ -20,6 +20,10 @@ k positions whose frames it reads), so a region of L positions costs L + k - 1
 windows, each scored once and re-read after each substituted token. Windows
 go through the model in batches, and so do the substitutions that share a
 token index across windows (a batch of scattered variants gains most).
+A delta summed within a radius of its substitution (`score_variant`'s
+`delta_radius`) recomputes only the tokens that reach that far: a scan at a radius
+of 12 bases re-reads three tokens after each substituted one, not the rest of
+its window.
 """
 
 from __future__ import annotations
@@ -41,10 +45,12 @@ from ..model.kv import branch, preallocated_cache
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .score import (
     DEFAULT_WINDOW,
+    OWN_RADIUS,
     context_room_bases,
     frame_windows,
     pass_tokens,
     resolve_frames,
+    variant_delta_radius,
     variant_method,
 )
 
@@ -64,6 +70,7 @@ class ScanResult:
     prompt_text: str  # of the first frame's window
     frame_deltas: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 4)))  # [frames, L, 4]
     frame_bases: int = 0
+    delta_radius: int | None = None  # bases either side of each substitution its delta sums (None: the whole window)
 
     @property
     def spread(self) -> np.ndarray:
@@ -111,11 +118,13 @@ def scan_substitutions(
     method: str | None = None,
     frames: int | None = None,
     progress: Callable[[float], None] | None = None,
+    delta_radius: int | str | None = OWN_RADIUS,
 ) -> ScanResult:
     """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive), each delta the
-    mean over `frames` tokenization frames (default k), read with `method` (default: the model's own);
-    `progress(fraction)` is told of work done."""
+    mean over `frames` tokenization frames (default k), read with `method` and summed within `delta_radius`
+    bases of its substitution (defaults: the model's own); `progress(fraction)` is told of work done."""
     method = variant_method(bundle, method)
+    delta_radius = variant_delta_radius(bundle, delta_radius)
     seq = clean_sequence(sequence, what="sequence")
     start = whole_number(start, "the scan start", 1)
     end = whole_number(end, "the scan end", 1)
@@ -130,22 +139,24 @@ def scan_substitutions(
     window = min(window, context_room_bases(bundle, prefix))
     frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size = substitution_deltas(
         bundle, seq, range(start - 1, end), window, frames, prefix, method, progress,
-        what=f"a scan of {end - start + 1:,} positions")
+        what=f"a scan of {end - start + 1:,} positions", delta_radius=delta_radius)
     with warnings.catch_warnings():  # a column of NaN in every frame: the reference base, NaN by design
         warnings.simplefilter("ignore", RuntimeWarning)
         deltas = np.nanmean(frame_deltas, axis=0)
     return ScanResult(
         start=start, end=end, region=seq[start - 1 : end], window_start=span_lo + 1, window_end=span_hi,
         deltas=deltas, ll_ref=ll_ref, method=method, prompt_text=prompt_text, frame_deltas=frame_deltas,
-        frame_bases=size,
+        frame_bases=size, delta_radius=delta_radius,
     )
 
 
 def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, frames: int, prefix: str,
                         method: str, progress: Callable[[float], None] | None = None, what: str = "a scan",
-                        alternates: dict[int, str] | None = None) -> tuple[np.ndarray, float, str, int, int, int]:
+                        alternates: dict[int, str] | None = None, delta_radius: int | str | None = OWN_RADIUS
+                        ) -> tuple[np.ndarray, float, str, int, int, int]:
     """Every substitution at `positions` (0-based, in order), each read in the windows `score_variant`
-    reads it in (`frame_windows`): ([frames, len(positions), 4] deltas per frame, NaN at the reference
+    reads it in (`frame_windows`) and summed within `delta_radius` bases of it (default: the model's own):
+    ([frames, len(positions), 4] deltas per frame, NaN at the reference
     base, for frames that do not hold a position and for alternates not asked for; the first window's
     reference log-likelihood and prompt; the span all windows lie in; bases per window).
     `alternates` limits a position to the bases asked for (a batch of variants seldom wants all three).
@@ -154,6 +165,7 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
     L clustered positions cost about L + k - 1 windows, each scored once and re-read after each
     substituted token. Scattered positions cost their own windows, no more.
     """
+    delta_radius = variant_delta_radius(bundle, delta_radius)
     positions = list(positions)
     row = {pos0: i for i, pos0 in enumerate(positions)}
     serves: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # window -> (position, frame)
@@ -178,7 +190,7 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
         if progress:
             progress(done / len(ordered))
         asked = [(lo, hi, {p: (alternates or {}).get(p, BASES) for p, _ in wanted}) for (lo, hi), wanted in group]
-        scored = _scan_windows(bundle, seq, asked, prefix, method, what)
+        scored = _scan_windows(bundle, seq, asked, prefix, method, what, delta_radius)
         for (_, wanted), (deltas, ll, text) in zip(group, scored, strict=True):
             for pos0, f in wanted:
                 frame_deltas[f, row[pos0]] = deltas[pos0]
@@ -192,23 +204,27 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
 
 def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int], window: int, frames: int,
                              prefix: str, method: str, alternates: dict[int, str] | None = None,
-                             strand_average: bool = False, progress: Callable[[float], None] | None = None
-                             ) -> np.ndarray:
+                             strand_average: bool = False, progress: Callable[[float], None] | None = None,
+                             delta_radius: int | str | None = OWN_RADIUS) -> np.ndarray:
     """[len(positions), 4] deltas (A T C G columns) of the substitutions at `positions` (0-based, sorted),
     each the mean over its frames and, with `strand_average`, over both strands: the reverse complement
-    read in the same windows, positions mirrored and bases complemented, as `score_variant` reads it."""
+    read in the same windows, positions mirrored and bases complemented, as `score_variant` reads it;
+    summed within `delta_radius` bases of each (default: the model's own)."""
+    delta_radius = variant_delta_radius(bundle, delta_radius)
     with warnings.catch_warnings():  # a base not asked for is NaN in every frame, by design
         warnings.simplefilter("ignore", RuntimeWarning)
         share = 0.5 if strand_average else 1.0
         forward = np.nanmean(substitution_deltas(
             bundle, seq, positions, window, frames, prefix, method,
-            progress=progress and (lambda done: progress(share * done)), alternates=alternates)[0], 0)
+            progress=progress and (lambda done: progress(share * done)), alternates=alternates,
+            delta_radius=delta_radius)[0], 0)
         if not strand_average:
             return forward
         mirrored = {len(seq) - 1 - p: reverse_complement((alternates or {}).get(p, BASES)) for p in positions}
         back = np.nanmean(substitution_deltas(
             bundle, reverse_complement(seq), sorted(mirrored), window, frames, prefix, method,
-            progress=progress and (lambda done: progress(0.5 + 0.5 * done)), alternates=mirrored)[0], 0)[::-1]
+            progress=progress and (lambda done: progress(0.5 + 0.5 * done)), alternates=mirrored,
+            delta_radius=delta_radius)[0], 0)[::-1]
     complement_columns = [BASES.index(reverse_complement(b)) for b in BASES]
     return (forward + back[:, complement_columns]) / 2
 
@@ -237,7 +253,8 @@ def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.
 
 @torch.inference_mode()
 def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, dict[int, str]]], prefix: str,
-                  method: str, what: str) -> list[tuple[dict[int, np.ndarray], float, str]]:
+                  method: str, what: str, delta_radius: int | None = None
+                  ) -> list[tuple[dict[int, np.ndarray], float, str]]:
     """The substitutions asked for in each of `windows` (all of one length: (lo, hi, {position (0-based,
     inside [lo, hi)): alternate bases})), scored in that window. For each window: {position: delta per
     alternate [4], NaN at the reference base and at bases not asked for}, the reference's log-likelihood
@@ -246,6 +263,7 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     The reference windows go through the model as one batch. Every substitution is then re-read from
     its own window's cache cut before its token, batched with the substitutions of every window that
     share that token index (windows are centred on their variants, so most share one of two).
+    With a `delta_radius`, only the bases within it count, and only the tokens that hold them are re-read.
     """
     k, config = bundle.k, bundle.model.config
     kmer_start = bundle.tokenizer.kmer_start_id
@@ -291,21 +309,35 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
                 alt_allowed[i, q % k] = False
                 alt_allowed[i, q % k, b] = True
                 alt_digits[i, q % k] = b
+            # the bases that count: every one after the substitution, or those within `delta_radius` of it (the
+            # ones before it read the same context either way: their terms do not change)
+            reach = n_tokens * k if delta_radius is None else delta_radius
+            last_base = torch.tensor([q + reach for _, q, _ in chunk], device=bundle.device)
+            base_at = torch.arange(n_tokens * k, device=bundle.device).reshape(n_tokens, k)
+            counted = real & (base_at <= last_base[:, None, None])  # [batch, n_tokens, k]
+            last = min(n_tokens - 1, int(last_base.max()) // k)  # the last token holding a counted base
             # the substituted token, scored from the reference pass
             alt_kmer = kmer_index(alt_digits)
-            own = _token_sums(ref_kmer_logits[which, t], alt_allowed, alt_kmer, real[t], method)
-            change = own - ref_token_sums[which, t]
-            if t + 1 < n_tokens:  # the tokens after it, recomputed from its window's cache cut before it
-                cut = branch(config, cache, first + 1 + t, n_tokens - t, rows=which)
+            own = _token_sums(ref_kmer_logits[which, t], alt_allowed, alt_kmer, counted[:, t], method)
+            before = ref_token_sums[which, t] if delta_radius is None else _token_sums(
+                ref_kmer_logits[which, t], allowed[which, t], kmer_ids[which, t] - kmer_start, counted[:, t], method)
+            change = own - before
+            if t < last:  # the tokens after it, recomputed from its window's cache cut before it
+                cut = branch(config, cache, first + 1 + t, last + 1 - t, rows=which)
                 # a token with an ambiguous base is <oov>, and stays so with another of its bases substituted
                 # (ambiguous positions are not scanned): only a plain token's id follows its bases
                 ref_token = kmer_ids[which, t]
                 alt_token = torch.where(ref_token == bundle.tokenizer.oov_id, ref_token, kmer_start + alt_kmer)
-                suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[which, t + 1 : n_tokens - 1]], dim=1)
-                later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. n_tokens-1
-                later = _token_sums(bundle.kmer_logits(later_hidden), allowed[which, t + 1 :],
-                                    kmer_ids[which, t + 1 :] - kmer_start, real[t + 1 :], method)
-                change = change + (later - ref_token_sums[which, t + 1 :]).sum(dim=1)
+                suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[which, t + 1 : last]], dim=1)
+                later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. last
+                later_ids = kmer_ids[which, t + 1 : last + 1] - kmer_start
+                later_counted = counted[:, t + 1 : last + 1]
+                later = _token_sums(bundle.kmer_logits(later_hidden), allowed[which, t + 1 : last + 1],
+                                    later_ids, later_counted, method)
+                before = (ref_token_sums[which, t + 1 : last + 1] if delta_radius is None else
+                          _token_sums(ref_kmer_logits[which, t + 1 : last + 1], allowed[which, t + 1 : last + 1],
+                                      later_ids, later_counted, method))
+                change = change + (later - before).sum(dim=1)
             for i, (r, q, b) in enumerate(chunk):
                 deltas[r][windows[r][0] + q][b] = float(change[i])
     return [(deltas[r], float(ref_token_sums[r].sum()), texts[r]) for r in range(rows)]

@@ -26,6 +26,18 @@ whatever they do to their surroundings. The delta is therefore taken over
 the columns both alleles have (the flanks, and substituted bases); the indel's
 own terms are reported beside it (`inserted_ll`, `deleted_ll`,
 `delta_whole_window`). For substitutions the two are the same number.
+
+A third, chosen per model: the delta summed within a radius of the variant
+(`delta_radius`, in bases either side of the REF allele; both strands read, so a
+strand-averaged score counts the bases downstream on each). Over a whole
+window every later base's prediction moves a little when one base changes; in
+a small model those far moves are mostly noise, wide and near chance on
+held-out variants (docs/demo-models.md, "Where a score's noise lies"), and
+they drown the local change a variant makes. A model's card names the radius
+its held-out figures were read with (`quality.delta_radius`, none for the whole
+window: real Carbon checkpoints, as in section 7); the context is the whole
+window either way. Carbon's own ClinVar protocol is the narrowest such reading:
+the variant's base alone.
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
 
 METHODS = ("marginal", "chain")
+OWN_RADIUS = "own"  # a radius argument meaning: the one the model's measured figures were read with
 DEFAULT_WINDOW = 8000
 _HEAD_CHUNK = 2048  # tokens per block of the output projection, to bound memory on long inputs
 
@@ -77,6 +90,16 @@ def variant_method(model, method: str | None) -> str:
     method = model.variant_method if method is None else method
     _check_method(method)
     return method
+
+
+def variant_delta_radius(model, delta_radius: int | str | None) -> int | None:
+    """`delta_radius` checked (bases either side of the variant that its delta sums; None: the whole window),
+    or (OWN_RADIUS) the model's own (`ModelBundle.variant_delta_radius`)."""
+    if delta_radius == OWN_RADIUS:
+        return model.variant_delta_radius
+    if delta_radius is None:
+        return None
+    return whole_number(delta_radius, "the delta's radius (bases either side of the variant)", 0)
 
 
 def context_room_bases(bundle: ModelBundle, prefix_text: str) -> int:
@@ -245,6 +268,8 @@ class VariantScore:
     strand_average: bool
     frame_deltas: list[float] = field(default_factory=list)  # one delta per tokenization frame
     other_deltas: dict[str, float] = field(default_factory=dict)  # the delta read with each other method asked for
+    delta_radius: int | None = None  # bases either side of the variant the delta sums (None: the whole window)
+    deltas_by_radius: dict[int | None, float] = field(default_factory=dict)  # the delta at each other radius asked
     frame_bases: int = 0  # bases in each frame's window
     delta_whole_window: float = 0.0  # LL(alt) - LL(ref) with an indel's own bases: = delta + inserted - deleted
     inserted_ll: float = 0.0  # log-probability of the bases only the alternate has (an insertion's)
@@ -342,11 +367,17 @@ def score_variant(
     method: str | None = None,
     frames: int | None = None,
     other_methods: tuple[str, ...] = (),
+    delta_radius: int | str | None = OWN_RADIUS,
+    other_delta_radii: tuple[int | None, ...] = (),
 ) -> VariantScore:
     """Score `variant` in `sequence`: delta = LL(alt window) - LL(ref window), averaged over
-    `frames` tokenization frames (default: k, every frame), read with `method` (default: the model's own);
-    the delta read with each of `other_methods` too (`other_deltas`), from the same forward passes."""
+    `frames` tokenization frames (default: k, every frame), read with `method` (default: the model's own)
+    and summed within `delta_radius` bases either side of it (default: the model's own; None: the whole window);
+    the delta read with each of `other_methods` (`other_deltas`) and at each of `other_delta_radii`
+    (`deltas_by_radius`) too, from the same forward passes."""
     method = variant_method(bundle, method)
+    delta_radius = variant_delta_radius(bundle, delta_radius)
+    other_delta_radii = tuple(variant_delta_radius(bundle, r) for r in other_delta_radii)
     for other in other_methods:
         _check_method(other)
     seq = clean_sequence(sequence, what="reference sequence")
@@ -393,10 +424,14 @@ def score_variant(
     deleted = torch.tensor([r for r, a in columns if a is None], dtype=torch.long)
     inserted = torch.tensor([a for r, a in columns if r is None], dtype=torch.long)
 
-    def frame_delta(f: int, ref_f: torch.Tensor, alt_f: torch.Tensor) -> float:
-        """The delta over the columns both alleles have (flanks and substituted bases): an indel's own
-        bases would otherwise add or remove whole per-base terms and swamp it."""
-        inside = paired[(paired[:, 0] >= f) & (paired[:, 0] < f + size)]
+    def frame_delta(f: int, ref_f: torch.Tensor, alt_f: torch.Tensor, within: int | None = delta_radius) -> float:
+        """The delta over the columns both alleles have (flanks and substituted bases) within `within`
+        bases of the REF allele: an indel's own bases would otherwise add or remove whole per-base terms
+        and swamp it."""
+        keep = (paired[:, 0] >= f) & (paired[:, 0] < f + size)
+        if within is not None:
+            keep &= (paired[:, 0] >= offset - within) & (paired[:, 0] < offset + lr + within)
+        inside = paired[keep]
         return float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum())
 
     ref_tracks, alt_tracks = ref_and_alt_tracks(method)
@@ -408,6 +443,9 @@ def score_variant(
     other_deltas = {other: float(np.mean([frame_delta(f, r, a) for f, r, a in zip(starts, *ref_and_alt_tracks(other),
                                                                                      strict=True)]))
                     for other in other_methods}
+    deltas_by_radius = {r: float(np.mean([frame_delta(f, ref_f, alt_f, r)
+                                       for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True)]))
+                     for r in other_delta_radii}
 
     def mean_track(per_frame: list[torch.Tensor], length: int) -> torch.Tensor:
         """Per-base mean over the frames whose window covers each base of the span."""
@@ -446,6 +484,8 @@ def score_variant(
         strand_average=strand_average,
         frame_deltas=frame_deltas,
         other_deltas=other_deltas,
+        delta_radius=delta_radius,
+        deltas_by_radius=deltas_by_radius,
         frame_bases=size,
         delta_whole_window=float(np.mean(whole)),
         inserted_ll=float(np.mean([i for i, _ in own])),

@@ -38,6 +38,12 @@ def quality_method(quality: dict | None) -> str:
     return (quality or {}).get("method", "marginal")
 
 
+def quality_delta_radius(quality: dict | None) -> int | None:
+    """The radius (bases either side of a variant) a quality measurement's deltas were summed within;
+    None, the whole window, when it names none (older cards, real checkpoints)."""
+    return (quality or {}).get("delta_radius")
+
+
 @dataclass
 class ModelBundle:
     """A loaded model with everything the engine needs to use it."""
@@ -125,6 +131,12 @@ class ModelBundle:
         """How this model's variant scores are read unless a caller names a method: the method its held-out
         measurement was read with, else the reference FNS marginals (spec section 5)."""
         return quality_method(self.quality)
+
+    @property
+    def variant_delta_radius(self) -> int | None:
+        """How far from a variant its delta is summed unless a caller says: the radius its held-out
+        measurement was read with, else the whole window (spec section 7)."""
+        return quality_delta_radius(self.quality)
 
     def describe(self) -> dict:
         return {

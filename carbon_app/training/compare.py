@@ -15,7 +15,11 @@ test sets the cards report unread; `--part test` reads those, for a figure
 to report, not to choose by. `--recovery` adds each model's greedy sequence
 recovery on the part's windows (bp mode, no tag), beside the Markov baseline
 whose order recovers best on the validation windows, as the evaluation reads
-them both. The (c) share is the full evaluation's (`evaluate.py`).
+them both. `--delta-radii 6,12,whole` reads each delta summed within each of those
+radii of its variant as well (bases either side; "whole": the whole window,
+the default), from the same forward passes, to choose the radius a model's
+card names (`evaluate --delta-radius`). The (c) share is the full evaluation's
+(`evaluate.py`).
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from pathlib import Path
 import torch
 
 from .evaluate import (
+    VARIANT_METHOD,
     MarkovModel,
     load_float32,
     markov_predictor,
     markov_recovery_by_order,
-    model_delta,
+    model_deltas,
     model_recovery,
     recovery,
     training_bases,
@@ -46,16 +51,31 @@ VARIANT_LABELS = {"coding": "(a)", "splice": "(b)", "splice_matched": "(b) same"
 LABELS = {**VARIANT_LABELS, "recovery": "recovery"}
 
 
+def reading_key(task: str, delta_radius: int | None) -> str:
+    """Where a task's reading is kept: its name over the whole window, "<task> within <radius>" else."""
+    return task if delta_radius is None else f"{task} within {delta_radius}"
+
+
+def label(key: str) -> str:
+    task, _, delta_radius = key.partition(" within ")
+    return LABELS[task] + (f" ±{delta_radius}" if delta_radius else "")
+
+
 def read_model(model_dir: Path, variant_sets: dict[str, list[dict]], device: str = "cpu",
-               windows: list[dict] | None = None) -> dict[str, dict]:
+               windows: list[dict] | None = None, radii: tuple[int | None, ...] = (None,)) -> dict[str, dict]:
     """{"coding": {group: auroc, ..., "all": auroc}, "splice": {...}[, "splice_matched": {...}]} of one model
-    on these sets, and {"recovery": {group: share of bases, ..., "all": ...}} on `windows` where given."""
+    on these sets (under `reading_key` for each of `radii`), and {"recovery": {group: share of bases, ...,
+    "all": ...}} on `windows` where given."""
     with torch.inference_mode():
         bundle = load_float32(model_dir, device)
-        signal = variant_signal(model_delta(bundle),
-                                {task: variant_sets[task] for task in VARIANT_LABELS if variant_sets.get(task)},
-                                with_random=False)
-        reading = {task: signal[task]["auroc"] for task in VARIANT_LABELS if task in signal}
+        deltas = model_deltas(bundle, tuple((VARIANT_METHOD, delta_radius) for delta_radius in radii))
+        reading = {}
+        for delta_radius in radii:
+            signal = variant_signal(deltas[VARIANT_METHOD, delta_radius],
+                                    {task: variant_sets[task] for task in VARIANT_LABELS if variant_sets.get(task)},
+                                    with_random=False)
+            reading.update({reading_key(task, delta_radius): signal[task]["auroc"] for task in VARIANT_LABELS
+                            if task in signal})
         if windows is not None:
             reading["recovery"] = model_recovery(bundle, windows, with_species=False)
     return reading
@@ -77,8 +97,23 @@ def table(readings: dict[str, dict[str, dict]]) -> str:
     for model, reading in readings.items():
         for task in reading:
             cells = [f"{reading[task][g]:12.3f}" if g in reading[task] else f"{'-':>12s}" for g in [*groups, "all"]]
-            lines.append(f"{model[-40:]:40s} {LABELS[task]:8s} " + " ".join(cells))
+            lines.append(f"{model[-40:]:40s} {label(task):8s} " + " ".join(cells))
     return "\n".join(lines)
+
+
+def radii_list(text: str) -> tuple[int | None, ...]:
+    """"6,12,whole" -> (6, 12, None), for argparse."""
+    radii = []
+    for item in text.split(","):
+        item = item.strip()
+        if item == "whole":
+            radii.append(None)
+        elif item.isdigit():
+            radii.append(int(item))
+        else:
+            raise argparse.ArgumentTypeError(f"'{item}' is not a radius: a whole number of bases, 0 or more, "
+                                             "or 'whole'")
+    return tuple(dict.fromkeys(radii))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=Path("data/demo"))
     parser.add_argument("--recovery", action="store_true",
                         help="also read greedy sequence recovery on the part's windows, beside the Markov baseline")
+    parser.add_argument("--delta-radii", type=radii_list, default=(None,),
+                        help="comma-separated radii (bases either side of each variant) to sum its delta within, "
+                             "\"whole\" for the whole window (the default)")
     parser.add_argument("--json", type=Path, help="also write the readings here")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
@@ -113,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     readings = written["readings"] = {}
     for folder in args.models:
         began = time.time()
-        readings[folder] = read_model(Path(folder), variant_sets, args.device, windows)
+        readings[folder] = read_model(Path(folder), variant_sets, args.device, windows, args.delta_radii)
         print(f"read {folder} in {(time.time() - began) / 60:.1f} min", flush=True)
         if args.json:  # after each model, so that a long comparison stopped part-way keeps what it read
             args.json.write_text(json.dumps(written, indent=1) + "\n")

@@ -54,6 +54,7 @@ VARIANT_WINDOW = 1200
 # and the card and the page say which method each figure is for.
 VARIANT_METHOD = "chain"
 OTHER_METHODS = [method for method in METHODS if method != VARIANT_METHOD]
+WHOLE_WINDOW_KEY = "target_variants_whole_window"  # the target's own method over the whole window, beside a radius
 _DIGIT = {b: i for i, b in enumerate("ATCG")}
 
 
@@ -191,26 +192,39 @@ def variant_deltas(delta_of, variants: list[dict]) -> list[float]:
     return [delta_of(v["context"], f"{v['context_pos']}:{v['ref']}>{v['alt']}") for v in variants]
 
 
-def model_delta(bundle, method: str = VARIANT_METHOD):
-    """The app's score: frame-averaged, strand-averaged, a 1,200-base window, no tags, read with `method`."""
-    return model_deltas(bundle, (method,))[method]
+Reading = tuple[str, int | None]  # how a delta is read: (method, radius in bases; None: the whole window)
 
 
-def model_deltas(bundle, methods: tuple[str, ...]) -> dict:
-    """`model_delta` for each of `methods`, all read from one set of forward passes: a variant scored for
-    one method is looked up, not scored again, for the others (the forward passes are most of the time)."""
-    read: dict[tuple[str, str], dict[str, float]] = {}
+def model_delta(bundle, method: str = VARIANT_METHOD, delta_radius: int | None = None):
+    """The app's score: frame-averaged, strand-averaged, a 1,200-base window, no tags, read with `method`
+    and summed within `delta_radius` bases of the variant (None: over the whole window)."""
+    return model_deltas(bundle, ((method, delta_radius),))[method, delta_radius]
 
-    def delta_read_with(method: str):
+
+def model_deltas(bundle, readings: tuple[Reading, ...]) -> dict:
+    """`model_delta` for each of `readings`, all read from one set of forward passes: a variant scored for
+    the first is looked up, not scored again, for the others (the forward passes are most of the time).
+    Each other reading differs from the first in its method or in its radius, not both."""
+    (method, delta_radius), *others = readings
+    if any(m != method and r != delta_radius for m, r in others):
+        raise ValueError(f"readings {readings}: each must share the first's method or its radius")
+    other_methods = tuple(dict.fromkeys(m for m, r in others if m != method))
+    other_delta_radii = tuple(dict.fromkeys(r for m, r in others if r != delta_radius))
+    read: dict[tuple[str, str], dict[Reading, float]] = {}
+
+    def delta_read(reading: Reading):
         def delta(context: str, variant: str) -> float:
             if (context, variant) not in read:
                 score = score_variant(bundle, context, variant, window=VARIANT_WINDOW, strand_average=True,
-                                      method=methods[0], other_methods=tuple(methods[1:]))
-                read[context, variant] = {methods[0]: score.delta, **score.other_deltas}
-            return read[context, variant][method]
+                                      method=method, delta_radius=delta_radius, other_methods=other_methods,
+                                      other_delta_radii=other_delta_radii)
+                read[context, variant] = {(method, delta_radius): score.delta,
+                                          **{(m, delta_radius): d for m, d in score.other_deltas.items()},
+                                          **{(method, r): d for r, d in score.deltas_by_radius.items()}}
+            return read[context, variant][reading]
         return delta
 
-    return {method: delta_read_with(method) for method in methods}
+    return {reading: delta_read(reading) for reading in readings}
 
 
 def markov_delta(markov: MarkovModel, order: int):
@@ -315,9 +329,9 @@ def held_out_fingerprint(data: Path, without: frozenset[str] = frozenset()) -> s
     return digest.hexdigest()
 
 
-def own_saved_figures(model_dir: Path, data: Path) -> tuple[dict, dict] | None:
+def own_saved_figures(model_dir: Path, data: Path, delta_radius: int | None = None) -> tuple[dict, dict] | None:
     """An installed target's own recovery and variant figures from its eval.json, where this evaluation would
-    measure the same again: the same held-out files (by fingerprint), the same window and the same method.
+    measure the same again: the same held-out files (by fingerprint), the same window, method and radius.
     Figures saved before a variant set was added to the files still stand for the sets they read: the file
     less the new sets must be the one they were measured on, byte for byte; the readings of the new sets are
     then missing (the cards show "-"). Else None, and the model is measured afresh. Spares a replaced model's
@@ -332,7 +346,7 @@ def own_saved_figures(model_dir: Path, data: Path) -> tuple[dict, dict] | None:
     # an installed draft's eval.json holds its target's figures: only a target's are its own
     same = (role == "target" and saved.get("held_out_sha256") == held_out_fingerprint(data, unread)
             and saved.get("variant_window") == VARIANT_WINDOW and own_method(saved) == VARIANT_METHOD
-            and "target" in saved)
+            and own_delta_radius(saved) == delta_radius and "target" in saved)
     return (saved["target"], saved["target_variants"]) if same else None
 
 
@@ -343,9 +357,10 @@ def load_float32(model_dir: Path, device: str):
 
 @torch.inference_mode()
 def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir: Path | None = None,
-             device: str = "cpu") -> dict:
-    """Every figure of the cards. The models run in float32 on `device`, so a GPU gives the CPU's
-    figures (up to the order of float sums) in a fraction of the time."""
+             device: str = "cpu", delta_radius: int | None = None) -> dict:
+    """Every figure of the cards, the variant deltas summed within `delta_radius` bases of each variant (None:
+    the whole window; the target is read over the whole window too). The models run in float32 on
+    `device`, so a GPU gives the CPU's figures (up to the order of float sums) in a fraction of the time."""
 
     validation = json.loads((data / "validation.json").read_text())
     test = json.loads((data / "test.json").read_text())
@@ -366,6 +381,7 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
         "markov": recovery(test, markov_predictor(markov, best_order)),
         "variant_window": VARIANT_WINDOW,
         "variant_method": VARIANT_METHOD,
+        "variant_delta_radius": delta_radius,
     }
     # for scoring, the order that predicts held-out bases best (recovery's greedy choice favours low orders)
     val_loglik = {k: float(np.mean([markov.loglik(w["seq"], k) / len(w["seq"]) for w in validation]))
@@ -386,20 +402,24 @@ def evaluate(target_dir: Path, draft_dir: Path | None, data: Path, previous_dir:
                                              for g in results["target"] if own_species_tag(target, g)}
     results["species_tag_loglik_delta_per_base"] = tag_loglikelihood_delta(target, test)
     print("target variant effects", flush=True)
-    deltas = model_deltas(target, (VARIANT_METHOD, *OTHER_METHODS))
-    results["target_variants"] = variant_signal(deltas[VARIANT_METHOD], variant_sets)
+    whole = ((VARIANT_METHOD, None),) if delta_radius is not None else ()
+    deltas = model_deltas(target, ((VARIANT_METHOD, delta_radius), *((m, delta_radius) for m in OTHER_METHODS), *whole))
+    results["target_variants"] = variant_signal(deltas[VARIANT_METHOD, delta_radius], variant_sets)
     for method in OTHER_METHODS:
         print(f"target variant effects read with the {method} method (the same forward passes)", flush=True)
-        results[f"target_variants_{method}"] = variant_signal(deltas[method], variant_sets)
-    if previous_dir is not None and (saved := own_saved_figures(previous_dir, data)) is not None:
-        print("previous model: its own saved figures (same held-out files, window and method)", flush=True)
+        results[f"target_variants_{method}"] = variant_signal(deltas[method, delta_radius], variant_sets)
+    if whole:
+        print("target variant effects summed over the whole window (the same forward passes)", flush=True)
+        results[WHOLE_WINDOW_KEY] = variant_signal(deltas[whole[0]], variant_sets)
+    if previous_dir is not None and (saved := own_saved_figures(previous_dir, data, delta_radius)) is not None:
+        print("previous model: its own saved figures (same held-out files, window, method and radius)", flush=True)
         results["previous"], results["previous_variants"] = saved
         results["previous_figures"] = "saved"
     elif previous_dir is not None:
         print("previous model: recovery and variant effects", flush=True)
         previous = load_float32(previous_dir, device)
         results["previous"] = model_recovery(previous, test, with_species=False)
-        results["previous_variants"] = variant_signal(model_delta(previous), variant_sets)
+        results["previous_variants"] = variant_signal(model_delta(previous, delta_radius=delta_radius), variant_sets)
         results["previous_figures"] = "measured"
     if draft_dir is not None:
         results.update(draft_figures(target, load_float32(draft_dir, device), test))
@@ -425,6 +445,11 @@ def own_method(results: dict) -> str:
     return results.get("variant_method", "marginal")
 
 
+def own_delta_radius(results: dict) -> int | None:
+    """The radius the target's own variant figures were summed within (None: the whole window, as before)."""
+    return results.get("variant_delta_radius")
+
+
 def other_readings(results: dict) -> dict[str, dict]:
     """The target's variant figures read with each other method measured, by method."""
     return {m: results[f"target_variants_{m}"] for m in METHODS if f"target_variants_{m}" in results}
@@ -437,9 +462,13 @@ def quality_summary(results: dict) -> dict:
                 "splice_site_vs_deep_intronic_auroc": variants["splice"]["auroc"]["all"],
                 "random_snv_fraction_negative": variants["random"]["fraction_negative"]}
 
-    return {"demo": True, **figures(results["target_variants"]), "method": own_method(results),
-            "other_methods": {m: figures(variants) for m, variants in other_readings(results).items()},
-            "window": results["variant_window"]}
+    quality = {"demo": True, **figures(results["target_variants"]), "method": own_method(results),
+               "other_methods": {m: figures(variants) for m, variants in other_readings(results).items()},
+               "window": results["variant_window"]}
+    if own_delta_radius(results) is not None:
+        quality["delta_radius"] = own_delta_radius(results)
+        quality["whole_window"] = figures(results[WHOLE_WINDOW_KEY])
+    return quality
 
 
 # -- reporting -----------------------------------------------------------------------------
@@ -469,6 +498,8 @@ def variant_table(results: dict) -> str:
         predictors.append(("previous carbon-demo", results["previous_variants"]))
     predictors.append(("carbon-demo", results["target_variants"]))
     predictors += [(f"carbon-demo, {m}", variants) for m, variants in other_readings(results).items()]
+    if WHOLE_WINDOW_KEY in results:
+        predictors.append(("carbon-demo, whole window", results[WHOLE_WINDOW_KEY]))
     names = {"coding": "stop-gain vs synonymous", "splice": "splice site vs matched deep intronic",
              "splice_matched": "splice site vs deep intronic, same dinucleotide broken"}
     counts = results["target_variants"]
@@ -533,6 +564,11 @@ weights: how many times as often a group's windows were drawn (`train --help`).
                          "model's column too).",
                          *(f'The column "carbon-demo, {m}" reads the same model with the {METHOD_NAMES[m]}.'
                            for m in other_readings(results))])
+    delta_radius = own_delta_radius(results)
+    summed = ("summed over the whole window" if delta_radius is None else
+              f"summed over the {delta_radius} bases either side of the variant, the window still its context (the "
+              "far bases' terms move at random in a model this small; the column \"carbon-demo, whole window\" "
+              "sums them all)")
     return f"""---
 license: apache-2.0
 tags: [dna, carbon, demo]
@@ -583,7 +619,7 @@ Species tag on its own group, tagged minus untagged: recovery
 
 Single-base substitutions in annotated genes never trained on (held out whole, by locus; human genes
 from the held-out GenBank entries and the augustus-doc locus), each scored as the app scores a variant:
-delta = LL(alt) - LL(ref) over a {results['variant_window']:,}-base window centred on it, averaged over
+delta = LL(alt) - LL(ref) in a {results['variant_window']:,}-base window centred on it, {summed}, averaged over
 the six 6-mer frames and both strands, no tags, each base's log-probability read with the
 {reading} AUROC of -delta (1.0: every damaging variant scores
 below every neutral one; 0.5: no signal). (a) stop-gain versus synonymous substitutions inside the CDS
@@ -593,7 +629,7 @@ base change (REF and ALT) as a splice-site substitution of its intron, so the tw
 last row: the share of random substitutions (a random base within 100 bases of every third site)
 that make the sequence less likely. An AUROC below 0.5 means the scores point the wrong way on that task.
 {'The previous carbon-demo figures are its own, read from its saved eval.json (an evaluation on the same '
- 'held-out files, with the same window and method).' if results.get('previous_figures') == 'saved' else ''}
+ 'held-out files, with the same window, method and radius).' if results.get('previous_figures') == 'saved' else ''}
 
 {variant_table(results)}
 {'' if agreement is None else f'''
@@ -655,6 +691,7 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
     outputs = {name: output_of(lineage[-1]) for name, lineage in lineages.items()}
     commands.append(f"python -m carbon_app.training.evaluate --target {outputs['carbon-demo']} "
                     + (f"--draft {outputs['carbon-demo-draft']} " if draft_dir else "")
+                    + ("" if own_delta_radius(results) is None else f"--delta-radius {own_delta_radius(results)} ")
                     + "--previous assets/models/carbon-demo --install assets/models")
     for source, name, role in pairs:
         dest = assets / name
@@ -803,6 +840,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path,
                         help="take the figures from these saved results (an earlier --json) instead of measuring "
                              "again: writes the cards and installs only")
+    parser.add_argument("--delta-radius", type=int, default=None,
+                        help="sum each variant's delta within this many bases of it, as the app will read the model "
+                             "(its card says so); the whole window is read too. Default: the whole window")
     parser.add_argument("--measure-draft", action="store_true",
                         help="with --results and --draft: measure the draft's figures again (a draft distilled "
                              "again for the same target) and keep the saved target's")
@@ -810,6 +850,9 @@ def main(argv: list[str] | None = None) -> None:
     for flag, folder in (("--target", args.target), ("--draft", args.draft), ("--previous", args.previous)):
         if problem := not_a_model(flag, folder):
             parser.error(problem)
+    if args.delta_radius is not None and (args.delta_radius < 0 or args.results):
+        parser.error("--delta-radius takes a whole number of bases, 0 or more, and is read when measuring, not with "
+                     "--results (the saved figures name their own)")
     if args.measure_draft and not (args.results and args.draft):
         parser.error("--measure-draft needs --results (the target's saved figures) and --draft (the draft to measure)")
     if args.results:
@@ -817,7 +860,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.measure_draft:
             results.update(measure_draft(args.target, args.draft, args.data, device=args.device))
     else:
-        results = evaluate(args.target, args.draft, args.data, args.previous, device=args.device)
+        results = evaluate(args.target, args.draft, args.data, args.previous, device=args.device,
+                           delta_radius=args.delta_radius)
     results["quality"] = quality_summary(results)
     print(recovery_table(results))
     print(f"species tag, recovery delta (points): "
