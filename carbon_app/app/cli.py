@@ -13,7 +13,7 @@ import sys
 
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
-from ..inference.score import DEFAULT_WINDOW, METHODS, OWN_RADIUS
+from ..inference.score import DEFAULT_WINDOW, METHODS, OWN_RADIUS, parse_delta_radius
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,11 +65,10 @@ def _delta_radius(text: str) -> int | str | None:
     """--delta-radius: a whole number of bases, 0 or more, 'whole' (None) or the default, the model's own."""
     if text == OWN_RADIUS:
         return OWN_RADIUS
-    if text == "whole":
-        return None
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"'{text}' is not a radius: a whole number of bases, 0 or more, or 'whole'")
-    return int(text)
+    try:
+        return parse_delta_radius(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _add_cds_arg(parser: argparse.ArgumentParser) -> None:

@@ -92,6 +92,16 @@ def variant_method(model, method: str | None) -> str:
     return method
 
 
+def parse_delta_radius(text: str) -> int | None:
+    """A radius as typed: a whole number of bases, 0 or more, or "whole" (None: the whole window)."""
+    text = text.strip()
+    if text == "whole":
+        return None
+    if not text.isdigit():
+        raise InputError(f"'{text}' is not a radius: a whole number of bases, 0 or more, or 'whole'")
+    return int(text)
+
+
 def variant_delta_radius(model, delta_radius: int | str | None) -> int | None:
     """`delta_radius` checked (bases either side of the variant that its delta sums; None: the whole window),
     or (OWN_RADIUS) the model's own (`ModelBundle.variant_delta_radius`)."""

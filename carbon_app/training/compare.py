@@ -31,6 +31,8 @@ from pathlib import Path
 
 import torch
 
+from ..errors import InputError
+from ..inference.score import parse_delta_radius
 from .evaluate import (
     VARIANT_METHOD,
     MarkovModel,
@@ -69,11 +71,10 @@ def read_model(model_dir: Path, variant_sets: dict[str, list[dict]], device: str
     with torch.inference_mode():
         bundle = load_float32(model_dir, device)
         deltas = model_deltas(bundle, tuple((VARIANT_METHOD, delta_radius) for delta_radius in radii))
+        task_sets = {task: variant_sets[task] for task in VARIANT_LABELS if variant_sets.get(task)}
         reading = {}
         for delta_radius in radii:
-            signal = variant_signal(deltas[VARIANT_METHOD, delta_radius],
-                                    {task: variant_sets[task] for task in VARIANT_LABELS if variant_sets.get(task)},
-                                    with_random=False)
+            signal = variant_signal(deltas[VARIANT_METHOD, delta_radius], task_sets, with_random=False)
             reading.update({reading_key(task, delta_radius): signal[task]["auroc"] for task in VARIANT_LABELS
                             if task in signal})
         if windows is not None:
@@ -103,17 +104,10 @@ def table(readings: dict[str, dict[str, dict]]) -> str:
 
 def radii_list(text: str) -> tuple[int | None, ...]:
     """"6,12,whole" -> (6, 12, None), for argparse."""
-    radii = []
-    for item in text.split(","):
-        item = item.strip()
-        if item == "whole":
-            radii.append(None)
-        elif item.isdigit():
-            radii.append(int(item))
-        else:
-            raise argparse.ArgumentTypeError(f"'{item}' is not a radius: a whole number of bases, 0 or more, "
-                                             "or 'whole'")
-    return tuple(dict.fromkeys(radii))
+    try:
+        return tuple(dict.fromkeys(parse_delta_radius(item) for item in text.split(",")))
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
