@@ -64,6 +64,16 @@ CHAINS["sc8-sp10"] = [
               "--mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 23"),
     *CHAINS["sc8"][4:],
 ]
+# sp10-d14-a07-cont: sc8-st10-sp10-ph-a04 continued on new windows with both sides of the splice contrast
+# pushed harder (donors 1.4 and acceptors 0.7 of it), since reading the delta within 6 bases left (a) room to
+# trade for (b); then the drafts, which learn from a3-cont2's greedy rows and need no target of their own
+CHAINS["sp10-cont"] = [
+    *CHAINS["sc8-sp10"][:5],
+    ("train", f"--name sp10-d14-a07-cont --init runs/sc8-st10-sp10-ph-a04/model {ANCHORED} "
+              "--stop-contrast-weight 10 --splice-contrast-weight 10 --splice-side-weights donor=1.4,acceptor=0.7 "
+              "--protect held --mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 25"),
+    *CHAINS["sc8"][5:],
+]
 PARSERS = {"train": train.argument_parser, "draft_data": draft_data.argument_parser}
 # where a run was made, not what it is: a GPU's bf16 and compiled kernels make the same run
 MACHINE_KEYS = ("device", "bf16_autocast", "compile")
