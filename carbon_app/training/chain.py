@@ -1,7 +1,7 @@
 """Rebuild a chain of runs, each begun from the one before, in order, unattended and resumable.
 
-    python -m carbon_app.training.chain sc8           # make every stage not made yet, in order
-    python -m carbon_app.training.chain sc8 --list    # each stage's command and whether it is made
+    python -m carbon_app.training.chain sp10-cont           # make every stage not made yet, in order
+    python -m carbon_app.training.chain sp10-cont --list    # each stage's command and whether it is made
 
 A chain is the commands docs/demo-models.md gives for a line of runs, kept here as data so that a fresh
 checkout (or a machine with a GPU: each command takes `cuda` when one is present) rebuilds it with one
@@ -29,50 +29,78 @@ from pathlib import Path
 
 from . import draft_data, train
 
-# the splice line's recipe (docs/demo-models.md, "Anchor 3 pushed further"): the installed target's own
-# objective with the splice contrast, kept near the installed target at every token (the anchor)
-ANCHORED = ("--teacher assets/models/carbon-demo --distill-weight 0.3 --lr 4e-4 --warmup 20 --fns-from 0 "
-            "--frame-weight 0.3 --stop-weight 6 --splice-contrast-weight 3 --coding-distill-weight 3 "
-            "--group-weights mammal=4 --anchor-weight 3")
-# its draft, from the installed one, distilled on the greedy rows of the target that wrote them
-SC8_DRAFT = ("--preset draft --data data/greedy-a3cont2 --teacher runs/a3-cont2/model --distill-weight 0.2 "
-             "--warmup 20 --fns-from 0 --steps 300")
-
+# the line of the model installed before the splice line (mammal-stop-2 and its draft), as the README's
+# from-scratch commands build it: the start the splice line's chains are kept near and continue from, rebuilt
+# here rather than read from assets/models, which holds whatever model is installed now
+PREVIOUS = "runs/mammal-stop-2/model"
 CHAINS = {
-    # a3c2-gmix-sc8 and its draft dr-a3c2b: (a) 0.860, (b) 0.742 on the test sets, 88.4% draft agreement
-    "sc8": [
-        ("train", f"--name anchor-3 --init assets/models/carbon-demo {ANCHORED} --stop-contrast-weight 5 "
-                  "--steps 468 --seed 21"),
-        ("train", f"--name a3-cont --init runs/anchor-3/model {ANCHORED} --stop-contrast-weight 5 "
-                  "--steps 234 --seed 22"),
-        ("train", f"--name a3-cont2 --init runs/a3-cont/model {ANCHORED} --stop-contrast-weight 5 "
-                  "--steps 234 --seed 24"),
-        ("draft_data", "--teacher runs/a3-cont2/model --out data/greedy-a3cont2 --rows 8192 --greedy-only"),
-        ("train", f"--name a3c2-gmix-sc8 --init runs/a3-cont2/model {ANCHORED} --stop-contrast-weight 8 "
-                  "--mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 23"),
-        ("train", f"--name dr-a3c2 --init assets/models/carbon-demo-draft {SC8_DRAFT} --lr 8e-4 --seed 7"),
-        ("train", f"--name dr-a3c2b --init runs/dr-a3c2/model {SC8_DRAFT} --lr 5e-4 --seed 8"),
+    "mammal-stop-2": [
+        ("train", "--preset target"),
+        ("train", "--preset target --name frame-probe --init runs/carbon-demo/model --steps 590 --lr 0.001 "
+                  "--fns-from 0 --frame-weight 0.3"),
+        ("train", "--preset target --name frame-probe-2 --init runs/frame-probe/model --steps 426 --lr 0.0006 "
+                  "--fns-from 0 --frame-weight 0.3"),
+        ("train", "--preset target --name frame-stop --init runs/frame-probe-2/model --steps 465 --lr 0.0006 "
+                  "--fns-from 0 --frame-weight 0.3 --stop-weight 2"),
+        ("train", "--preset target --name mammal-stop --init runs/frame-stop/model --teacher runs/frame-stop/model "
+                  "--steps 334 --lr 0.0006 --fns-from 0 --frame-weight 0.3 --stop-weight 4 --group-weights mammal=4 "
+                  "--distill-weight 0.3"),
+        ("train", "--preset target --name mammal-stop-2 --init runs/mammal-stop/model --teacher runs/mammal-stop/model "
+                  "--steps 398 --lr 0.0006 --fns-from 0 --frame-weight 0.3 --stop-weight 6 --group-weights mammal=4 "
+                  "--distill-weight 0.3"),
+        ("train", "--preset draft"),
+        ("train", "--preset draft --name draft-frame-stop --init runs/carbon-demo-draft/model "
+                  "--teacher runs/frame-stop/model --steps 240 --lr 0.001 --fns-from 0"),
+        ("train", "--preset draft --name draft-mammal-stop --init runs/draft-frame-stop/model "
+                  "--teacher runs/mammal-stop/model --steps 240 --lr 0.001 --fns-from 0"),
+        ("train", "--preset draft --name draft-mammal-stop-2 --init runs/draft-mammal-stop/model "
+                  f"--teacher {PREVIOUS} --steps 240 --lr 0.001 --fns-from 0"),
     ],
 }
-# sc8-st10-sp10-ph-a04 (the sc8 stage's start and batches; the stop contrast at 10, the splice contrast at 10
-# with the acceptors at 0.4 of it, its gradient kept off the coding terms'): (a) 0.850, (b) 0.739 on the test
-# sets; made before the sc8 stage and the drafts, which it does not need
-CHAINS["sc8-sp10"] = [
-    *CHAINS["sc8"][:4],
-    ("train", f"--name sc8-st10-sp10-ph-a04 --init runs/a3-cont2/model {ANCHORED} --stop-contrast-weight 10 "
-              "--splice-contrast-weight 10 --splice-side-weights donor=1,acceptor=0.4 --protect held "
+# the splice line's recipe (docs/demo-models.md, "Anchor 3 pushed further"): the previous target's own
+# objective with the splice contrast, kept near that target at every token (the anchor)
+ANCHORED = (f"--teacher {PREVIOUS} --distill-weight 0.3 --lr 4e-4 --warmup 20 --fns-from 0 "
+            "--frame-weight 0.3 --stop-weight 6 --splice-contrast-weight 3 --coding-distill-weight 3 "
+            "--group-weights mammal=4 --anchor-weight 3")
+# its draft, from the previous one, distilled on the greedy rows of the target that wrote them
+SC8_DRAFT = ("--preset draft --data data/greedy-a3cont2 --teacher runs/a3-cont2/model --distill-weight 0.2 "
+             "--warmup 20 --fns-from 0 --steps 300")
+# the splice contrast pushed to 10 on the sc8 stage's start and batches, its gradient kept off the coding
+# terms'; each run of it weighs the splice sites' two sides its own way (--splice-side-weights)
+SP10 = ("--stop-contrast-weight 10 --splice-contrast-weight 10 --protect held --mix-data data/greedy-a3cont2 "
+        "--mix-share 0.5 --steps 150")
+
+# a3c2-gmix-sc8 and its draft dr-a3c2b: (a) 0.860, (b) 0.742 on the test sets, 88.4% draft agreement
+CHAINS["sc8"] = [
+    *CHAINS["mammal-stop-2"],
+    ("train", f"--name anchor-3 --init {PREVIOUS} {ANCHORED} --stop-contrast-weight 5 --steps 468 --seed 21"),
+    ("train", f"--name a3-cont --init runs/anchor-3/model {ANCHORED} --stop-contrast-weight 5 --steps 234 --seed 22"),
+    ("train", f"--name a3-cont2 --init runs/a3-cont/model {ANCHORED} --stop-contrast-weight 5 --steps 234 --seed 24"),
+    ("draft_data", "--teacher runs/a3-cont2/model --out data/greedy-a3cont2 --rows 8192 --greedy-only"),
+    ("train", f"--name a3c2-gmix-sc8 --init runs/a3-cont2/model {ANCHORED} --stop-contrast-weight 8 "
               "--mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 23"),
-    *CHAINS["sc8"][4:],
+    ("train", f"--name dr-a3c2 --init runs/draft-mammal-stop-2/model {SC8_DRAFT} --lr 8e-4 --seed 7"),
+    ("train", f"--name dr-a3c2b --init runs/dr-a3c2/model {SC8_DRAFT} --lr 5e-4 --seed 8"),
 ]
-# sp10-d14-a07-cont: sc8-st10-sp10-ph-a04 continued on new windows with both sides of the splice contrast
-# pushed harder (donors 1.4 and acceptors 0.7 of it), since reading the delta within 6 bases left (a) room to
-# trade for (b); then the drafts, which learn from a3-cont2's greedy rows and need no target of their own
+SPLICE_LINE = len(CHAINS["mammal-stop-2"]) + 4  # the previous line, then the sc8 chain's stages up to its rows
+# sc8-st10-sp10-ph-a04 (the acceptors at 0.4 of the splice contrast): (a) 0.850, (b) 0.739 on the test sets;
+# made before the sc8 stage and the drafts, which it does not need
+CHAINS["sc8-sp10"] = [
+    *CHAINS["sc8"][:SPLICE_LINE],
+    ("train", f"--name sc8-st10-sp10-ph-a04 --init runs/a3-cont2/model {ANCHORED} {SP10} "
+              "--splice-side-weights donor=1,acceptor=0.4 --seed 23"),
+    *CHAINS["sc8"][SPLICE_LINE:],
+]
+# sp10-d14-a07-cont, the installed carbon-demo, and its draft dr-a3c2b (carbon-demo-draft): (a) 0.865, (b) 0.765
+# on the test sets, 88.1% draft agreement. sc8-st10-sp10-ph-a04 continued on new windows with both sides of the
+# splice contrast pushed harder (donors 1.4 and acceptors 0.7 of it), since reading the delta within 6 bases
+# left (a) room to trade for (b); then the drafts, which learn from a3-cont2's greedy rows and need no target
+# of their own
 CHAINS["sp10-cont"] = [
-    *CHAINS["sc8-sp10"][:5],
-    ("train", f"--name sp10-d14-a07-cont --init runs/sc8-st10-sp10-ph-a04/model {ANCHORED} "
-              "--stop-contrast-weight 10 --splice-contrast-weight 10 --splice-side-weights donor=1.4,acceptor=0.7 "
-              "--protect held --mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 25"),
-    *CHAINS["sc8"][5:],
+    *CHAINS["sc8-sp10"][:SPLICE_LINE + 1],
+    ("train", f"--name sp10-d14-a07-cont --init runs/sc8-st10-sp10-ph-a04/model {ANCHORED} {SP10} "
+              "--splice-side-weights donor=1.4,acceptor=0.7 --seed 25"),
+    *CHAINS["sc8"][SPLICE_LINE + 1:],
 ]
 PARSERS = {"train": train.argument_parser, "draft_data": draft_data.argument_parser}
 # where a run was made, not what it is: a GPU's bf16 and compiled kernels make the same run
@@ -181,12 +209,17 @@ def run_stage(stage: Stage, resume: bool) -> None:
 def run_chain(stages: list[Stage], list_only: bool = False) -> None:
     for number, stage in enumerate(stages, 1):
         checked(stage, number)
+    if list_only:  # a listing shows what a run would refuse, stage by stage, instead of stopping at the first
+        for number, stage in enumerate(stages, 1):
+            try:
+                now = state(stage)
+            except SystemExit as refused:
+                now = f"refused: {refused}"
+            print(f"[{number}/{len(stages)}] {stage.folder}: {now}\n    {stage.command}", flush=True)
+        return
     states = [state(stage) for stage in stages]
     for number, (stage, now) in enumerate(zip(stages, states, strict=True), 1):
         print(f"[{number}/{len(stages)}] {stage.folder}: {now}", flush=True)
-        if list_only:
-            print(f"    {stage.command}", flush=True)
-            continue
         if now == "made":
             continue
         began = time.time()
