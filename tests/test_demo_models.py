@@ -50,7 +50,7 @@ def test_model_cards_carry_the_evaluation(manager):
     assert "| carbon-demo, no tag | " in card
     assert f"{100 * results['target']['all']:.1f} |" in card
     assert f"{100 * results['markov']['all']:.1f} |" in card
-    assert results["target"]["all"] > results["markov"]["all"] + 0.03  # recovery: 33.6% against 29.0%
+    assert results["target"]["all"] > results["markov"]["all"] + 0.03  # recovery: 32.7% against 29.0%
     assert all(results["target"][group] > markov for group, markov in results["markov"].items())  # in every group
     variants = results["target_variants"]
     header = next(line for line in card.splitlines() if line.startswith("| task | group |"))
@@ -69,11 +69,14 @@ def test_model_cards_carry_the_evaluation(manager):
     for group, value in marginal["coding"]["auroc"].items():
         assert rows[("stop-gain vs synonymous", group)][columns.index("carbon-demo, marginal")] == f"{value:.3f}"
     quality = results["quality"]
-    assert quality["stop_gain_vs_synonymous_auroc"] == variants["coding"]["auroc"]["all"] >= 0.85  # 0.855: goal met
-    assert quality["splice_site_vs_deep_intronic_auroc"] == variants["splice"]["auroc"]["all"]
+    assert quality["stop_gain_vs_synonymous_auroc"] == variants["coding"]["auroc"]["all"] >= 0.85  # 0.865: goal met
+    assert quality["splice_site_vs_deep_intronic_auroc"] == variants["splice"]["auroc"]["all"] >= 0.75  # 0.765: met
+    # the figures are read within the card's radius, which every path then reads by default
+    assert quality["delta_radius"] == results["variant_delta_radius"] == 6
     assert quality["other_methods"]["marginal"]["stop_gain_vs_synonymous_auroc"] == marginal["coding"]["auroc"]["all"]
     bundle = manager.get("carbon-demo")
     assert bundle.quality == quality  # what the page shows beside a score
+    assert bundle.variant_delta_radius == 6
     assert quality["method"] == results["variant_method"] == bundle.variant_method == "chain"
     assert manager.get("carbon-demo-draft").quality is None  # its own scores were not measured: no figures to show
     assert results["draft_greedy_agreement"]["token"] >= 0.85
