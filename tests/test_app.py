@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from carbon_app.app.formatting import METHOD_WORDS
+from carbon_app.app.formatting import METHOD_WORDS, delta_radius_words
 from carbon_app.inference.generate import generate
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
@@ -265,10 +265,13 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         page.get_by_role("button", name="Score variant").click()
         page.get_by_text("delta = LL(alt)").first.wait_for()
         page.get_by_text("possible substitutions within 3 bases").first.wait_for()
-        # read, by default, with the method the model's figures were measured with, and the note says which
+        # read, by default, with the method and within the radius the model's figures were measured with, and
+        # both the score's line and the note beside it say which
         quality = json.loads((REPO / "assets" / "models" / "carbon-demo" / "eval.json").read_text())["quality"]
-        method = METHOD_WORDS[quality["method"]]
-        page.get_by_text(f"1,200-base windows with the {method}: stop-gain vs synonymous AUROC "
+        method, radius = METHOD_WORDS[quality["method"]], delta_radius_words(quality.get("delta_radius"))
+        page.get_by_text(f"{method}, {radius}.").first.wait_for()
+        reading = method if quality.get("delta_radius") is None else f"{method}, each delta {radius} as here"
+        page.get_by_text(f"1,200-base windows with the {reading}: stop-gain vs synonymous AUROC "
                          f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for()
         page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
         variant_box.fill("1206:G>A")
