@@ -70,37 +70,38 @@ SC8_DRAFT = ("--preset draft --data data/greedy-a3cont2 --teacher runs/a3-cont2/
 SP10 = ("--stop-contrast-weight 10 --splice-contrast-weight 10 --protect held --mix-data data/greedy-a3cont2 "
         "--mix-share 0.5 --steps 150")
 
-# a3c2-gmix-sc8 and its draft dr-a3c2b: (a) 0.860, (b) 0.742 on the test sets, 88.4% draft agreement
-CHAINS["sc8"] = [
-    *CHAINS["mammal-stop-2"],
+# the splice line's first runs, from the previous target, and the greedy rows of the last of them
+SPLICE_START = [
     ("train", f"--name anchor-3 --init {PREVIOUS} {ANCHORED} --stop-contrast-weight 5 --steps 468 --seed 21"),
     ("train", f"--name a3-cont --init runs/anchor-3/model {ANCHORED} --stop-contrast-weight 5 --steps 234 --seed 22"),
     ("train", f"--name a3-cont2 --init runs/a3-cont/model {ANCHORED} --stop-contrast-weight 5 --steps 234 --seed 24"),
     ("draft_data", "--teacher runs/a3-cont2/model --out data/greedy-a3cont2 --rows 8192 --greedy-only"),
-    ("train", f"--name a3c2-gmix-sc8 --init runs/a3-cont2/model {ANCHORED} --stop-contrast-weight 8 "
-              "--mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 23"),
+]
+# the draft every chain of the splice line ends with: it learns from a3-cont2's greedy rows and needs no
+# target of the chain's own
+SPLICE_DRAFT = [
     ("train", f"--name dr-a3c2 --init runs/draft-mammal-stop-2/model {SC8_DRAFT} --lr 8e-4 --seed 7"),
     ("train", f"--name dr-a3c2b --init runs/dr-a3c2/model {SC8_DRAFT} --lr 5e-4 --seed 8"),
 ]
-SPLICE_LINE = len(CHAINS["mammal-stop-2"]) + 4  # the previous line, then the sc8 chain's stages up to its rows
+SC8 = ("train", f"--name a3c2-gmix-sc8 --init runs/a3-cont2/model {ANCHORED} --stop-contrast-weight 8 "
+                "--mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 23")
+SC8_SP10 = ("train", f"--name sc8-st10-sp10-ph-a04 --init runs/a3-cont2/model {ANCHORED} {SP10} "
+                     "--splice-side-weights donor=1,acceptor=0.4 --seed 23")
+
+# a3c2-gmix-sc8 and its draft dr-a3c2b: (a) 0.860, (b) 0.742 on the test sets, 88.4% draft agreement
+CHAINS["sc8"] = [*CHAINS["mammal-stop-2"], *SPLICE_START, SC8, *SPLICE_DRAFT]
 # sc8-st10-sp10-ph-a04 (the acceptors at 0.4 of the splice contrast): (a) 0.850, (b) 0.739 on the test sets;
 # made before the sc8 stage and the drafts, which it does not need
-CHAINS["sc8-sp10"] = [
-    *CHAINS["sc8"][:SPLICE_LINE],
-    ("train", f"--name sc8-st10-sp10-ph-a04 --init runs/a3-cont2/model {ANCHORED} {SP10} "
-              "--splice-side-weights donor=1,acceptor=0.4 --seed 23"),
-    *CHAINS["sc8"][SPLICE_LINE:],
-]
+CHAINS["sc8-sp10"] = [*CHAINS["mammal-stop-2"], *SPLICE_START, SC8_SP10, SC8, *SPLICE_DRAFT]
 # sp10-d14-a07-cont, the installed carbon-demo, and its draft dr-a3c2b (carbon-demo-draft): (a) 0.865, (b) 0.765
 # on the test sets, 88.1% draft agreement. sc8-st10-sp10-ph-a04 continued on new windows with both sides of the
 # splice contrast pushed harder (donors 1.4 and acceptors 0.7 of it), since reading the delta within 6 bases
-# left (a) room to trade for (b); then the drafts, which learn from a3-cont2's greedy rows and need no target
-# of their own
+# left (a) room to trade for (b)
 CHAINS["sp10-cont"] = [
-    *CHAINS["sc8-sp10"][:SPLICE_LINE + 1],
+    *CHAINS["mammal-stop-2"], *SPLICE_START, SC8_SP10,
     ("train", f"--name sp10-d14-a07-cont --init runs/sc8-st10-sp10-ph-a04/model {ANCHORED} {SP10} "
               "--splice-side-weights donor=1.4,acceptor=0.7 --seed 25"),
-    *CHAINS["sc8"][SPLICE_LINE + 1:],
+    *SPLICE_DRAFT,
 ]
 PARSERS = {"train": train.argument_parser, "draft_data": draft_data.argument_parser}
 # where a run was made, not what it is: a GPU's bf16 and compiled kernels make the same run
