@@ -199,3 +199,28 @@ def test_design_downloads_record_how_to_make_each_design_again(service):
     assert again.sequences == final.sequences  # the header is enough to make it again
     whole = list(SeqIO.parse(with_prompt, "fasta"))
     assert [str(r.seq) for r in whole] == ["ATGGTGCATCTG" + s for s in final.sequences]
+
+
+@pytest.mark.parametrize("name", ["evil-owner/big-repo", "HuggingFaceBio/Carbon-8B@main", "/etc", "../../assets",
+                                  "~/.cache/huggingface/hub", "carbon-demo/../carbon-demo"])
+def test_a_model_name_the_server_does_not_serve_is_refused_before_any_lookup(service, name, monkeypatch):
+    import carbon_app.app.service as service_module
+
+    looked_up = []
+    monkeypatch.setattr(service_module, "resolve_model_dir", lambda n: looked_up.append(n))
+    for read in (service.tag_choices, service.variant_method, service.model_card, service.model, service.unload):
+        with pytest.raises(InputError, match="is not one of this server's models"):
+            read(name)
+    assert looked_up == []
+
+
+def test_a_tag_scheme_file_of_the_wrong_shape_is_named(tmp_path):
+    from carbon_app.core.tags import load_tag_scheme
+    from carbon_app.errors import ModelError
+
+    (tmp_path / "tag_scheme.json").write_text('["mammal"]')
+    with pytest.raises(ModelError, match="tag_scheme.json must hold a JSON object"):
+        load_tag_scheme(tmp_path)
+    (tmp_path / "tag_scheme.json").write_text('{"species": ["mammal"]}')
+    with pytest.raises(ModelError, match='"species" must map each key to its tag text'):
+        load_tag_scheme(tmp_path)

@@ -12,10 +12,11 @@ import os
 import gradio as gr
 
 from ..assets import ASSETS
+from ..errors import CarbonError
 from ..model.manager import ModelManager
 from . import model_thread
 from .service import AppConfig, Service
-from .tabs.common import FREE, SCORING, Page
+from .tabs.common import FREE, SCORING, Page, fail
 from .tabs.design import design_tab
 from .tabs.models import models_tab
 from .tabs.scan import scan_tab
@@ -62,9 +63,13 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
 
         def model_dropdowns(name):
             """A model's own tags and scoring method: choosing another model offers its tags, clears the old
-            choice and reads its scores the way its quality was measured."""
-            species_keys, region_keys = service.tag_choices(name)
-            method = service.variant_method(name)
+            choice and reads its scores the way its quality was measured. A name this server does not serve
+            is refused before anything is looked up (`Service.served`)."""
+            try:
+                species_keys, region_keys = service.tag_choices(name)
+                method = service.variant_method(name)
+            except CarbonError as exc:
+                fail(exc)
             return (gr.Dropdown(choices=species_keys, value="none"), gr.Dropdown(choices=region_keys, value="none"),
                     *(gr.Dropdown(choices=SCORING, value=method) for _ in page.scoring))
 
@@ -82,7 +87,8 @@ def launch() -> None:
             if bundle.draft:
                 model_thread.call(manager.get, bundle.draft)
     demo = build_app(manager, config)
-    demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1)
+    # api_open=False: a queued event is reached only through the queue, so its bound holds for every client
+    demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
     demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                 max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")])

@@ -20,7 +20,7 @@ from ..core.coding import CodingSequence, Consequence
 from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..core.validate import whole_number
-from ..errors import CarbonError, InputError
+from ..errors import InputError
 from ..genome.reference import Reference, configured_references
 from ..genome.scoring import GenomicScore, describe_at_stages
 from ..genome.vcf import VcfSummary, count_alts, score_vcf
@@ -73,6 +73,9 @@ class Service:
         self._running_lock = threading.Lock()
         self._genomes: dict[str, Reference] = {}
         self._genomes_lock = threading.Lock()
+        self._dirs: dict[str, Path] = {}
+        self._dirs_lock = threading.Lock()
+        self._drafts: list[str] | None = None
 
     @contextmanager
     def _request(self, what: str) -> Iterator[None]:
@@ -92,46 +95,66 @@ class Service:
 
     # -- inputs -----------------------------------------------------------------------
 
-    def _configured(self, name: str | None) -> str:
-        """`name`, or the first configured model when empty, refused unless the server serves it."""
+    def served(self, name: str | None) -> str:
+        """The one gate for a model name a client sends: `name`, or the first configured model when empty,
+        refused unless this server serves it (a configured model or its draft).
+
+        Every handler goes through it before anything is looked up, so a hub id, a path or a traversal typed
+        into the page is never downloaded, probed on the disk or read: the answer for a name that is not served
+        is the same whether or not such a repository or directory exists."""
         if not self.config.models:
             raise InputError("no model is configured on this server (set CARBON_MODEL or CARBON_MODELS)")
-        name = name or self.config.models[0]
-        if name not in self.config.models and name not in self.drafts():
-            raise InputError(f"'{name}' is not one of this server's models ({', '.join(self.config.models)})")
+        if name is not None and not isinstance(name, str):
+            raise InputError("the model must be given by its name")
+        name = (name or "").strip() or self.config.models[0]
+        if name not in self.served_models():
+            raise InputError(f"'{name[:80]}' is not one of this server's models ({', '.join(self.config.models)})")
         return name
 
+    def served_models(self) -> list[str]:
+        """The configured models and their drafts: every name `served` lets through."""
+        return self.config.models + [d for d in self.drafts() if d not in self.config.models]
+
     def model(self, name: str | None):
-        return self.manager.get(self._configured(name))
+        return self.manager.get(self.served(name))
+
+    def model_dir(self, name: str | None) -> Path:
+        """A served model's directory, looked up once (a configured hub id is the server's own choice)."""
+        name = self.served(name)
+        with self._dirs_lock:
+            if name not in self._dirs:
+                self._dirs[name] = resolve_model_dir(name)
+            return self._dirs[name]
 
     def model_card(self, name: str | None) -> str:
         """A model's card (its README without the hub's front matter), read from its directory without
         loading the model, so it is shown at once even while a long request holds the model thread."""
-        name = self._configured(name)
-        path = resolve_model_dir(name) / "README.md"
+        path = self.model_dir(name) / "README.md"
         if not path.exists():
-            return f"No model card for {name}."
+            return f"No model card for {self.served(name)}."
         text = path.read_text()
         if text.startswith("---"):  # YAML front matter is for the hub, not for reading
             text = text.split("---", 2)[-1]
         return text
 
     def tag_choices(self, name: str | None) -> tuple[list[str], list[str]]:
-        """The species and region keys of a model's own tag scheme (read from its directory, without
-        loading it), each list led by "none"."""
-        try:
-            scheme = load_tag_scheme(resolve_model_dir(name or self.config.models[0]))
-        except (CarbonError, IndexError):
+        """The species and region keys of a served model's own tag scheme (read from its directory, without
+        loading it), each list led by "none"; the default scheme's where no model is configured."""
+        if not self.config.models:
             scheme = SCHEMES[DEFAULT_SCHEME]
+        else:
+            scheme = load_tag_scheme(self.model_dir(name))
         return ["none", *scheme.species], ["none", *scheme.regions]
 
     def variant_method(self, name: str | None) -> str:
-        """The scoring method a model's variant scores are read with by default (`ModelBundle.variant_method`),
-        read from its directory without loading it."""
-        try:
-            return quality_method(measured_quality(resolve_model_dir(name or self.config.models[0])))
-        except (CarbonError, IndexError):
+        """The scoring method a served model's variant scores are read with by default
+        (`ModelBundle.variant_method`), read from its directory without loading it."""
+        if not self.config.models:
             return quality_method(None)
+        return quality_method(measured_quality(self.model_dir(name)))
+
+    def unload(self, name: str | None) -> bool:
+        return self.manager.unload(self.served(name))
 
     def genome(self, name: str | None) -> Reference | None:
         """A configured genome, opened once (None for "none": the variant is in a pasted sequence)."""
@@ -146,7 +169,10 @@ class Service:
             return self._genomes[name]
 
     def drafts(self) -> list[str]:
-        return [d for d in (self.manager.draft_for(m) for m in self.config.models) if d]
+        """The drafts the configured models pair with, looked up once."""
+        if self._drafts is None:
+            self._drafts = [d for d in (self.manager.draft_for(m) for m in self.config.models) if d]
+        return self._drafts
 
     @staticmethod
     def sequence(text: str | None, upload: str | None, what: str, allow_empty: bool = False) -> str:

@@ -122,15 +122,19 @@ def load_tag_scheme(model_dir: Path) -> TagScheme:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelError(f"{path} cannot be read as JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{path} must hold a JSON object ({{\"scheme\": ...}} or species and regions), "
+                         f"not a {type(data).__name__}")
     if "scheme" in data:
         if data["scheme"] not in SCHEMES:
             raise ModelError(f"{path} names the unknown tag scheme '{data['scheme']}'")
         return SCHEMES[data["scheme"]]
-    return TagScheme(
-        name=str(data.get("name", "custom")),
-        species=dict(data.get("species", {})),
-        regions=dict(data.get("regions", {})),
-    )
+    tables = {key: data.get(key, {}) for key in ("species", "regions")}
+    for key, table in tables.items():
+        if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+            raise ModelError(f"{path}: \"{key}\" must map each key to its tag text, e.g. "
+                             "{\"mammal\": \"<vertebrate_mammalian>\"}")
+    return TagScheme(name=str(data.get("name", "custom")), species=tables["species"], regions=tables["regions"])
 
 
 def get_scheme(name: str) -> TagScheme:

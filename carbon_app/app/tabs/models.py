@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ...errors import CarbonError, InputError
+from ...errors import CarbonError
 from .. import formatting as fmt
 from ..model_thread import on_model_thread
 from .common import FREE, GPU, Page, fail
@@ -19,7 +19,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
                 "CARBON_MODELS), never by a path typed here; genomes too (CARBON_REFERENCES): "
                 f"{', '.join(page.genomes) or 'none'}.")
     with gr.Row():
-        chosen = gr.Dropdown(models + service.drafts(), value=models[0] if models else None, **FREE, label="Model")
+        chosen = gr.Dropdown(service.served_models(), value=models[0] if models else None, **FREE, label="Model")
         load_button = gr.Button("Load")
         unload_button = gr.Button("Unload")
         refresh = gr.Button("Refresh")
@@ -57,9 +57,10 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
 
     @on_model_thread
     def unload(name):
-        if name not in models + service.drafts():
-            fail(InputError(f"'{name}' is not one of this server's models ({', '.join(models)})"))
-        manager.unload(name)
+        try:
+            service.unload(name)
+        except CarbonError as exc:
+            fail(exc)
         return models_info()
 
     shown = [table, pairing, status]

@@ -82,7 +82,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                                      "pasted sequence (or choose the genome 'none' to score within it)")
                 stages = service.score_at_stages(model, genome, change, cds, context, ranking, **options)
                 here = dict(request.headers).get("referer") if request else None
-                link = fmt.share_link(here, genome=genome, variant=change.strip(), model=model, window=window,
+                link = fmt.share_link(here, genome=genome, variant=(change or "").strip(), model=model, window=window,
                                       strand=int(bool(strand)), cds=cds, context=context)
             else:
                 record = Service.record(reference, upload, "reference sequence")
