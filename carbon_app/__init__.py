@@ -30,6 +30,7 @@ from .inference.constraints import DesignConstraints
 from .inference.generate import GenerationResult, generate, generate_stream
 from .inference.scan import ScanResult, scan_substitutions
 from .inference.score import SequenceScore, Variant, VariantScore, score_sequence, score_variant
+from .inference.spec import ScoringSpec, resolve_spec
 from .model.bundle import ModelBundle, load_bundle
 from .model.manager import ModelManager
 
@@ -41,5 +42,5 @@ __all__ = [
     "ModelBundle", "ModelManager", "load_bundle", "load_model", "SequenceScore", "Variant", "VariantScore",
     "score_sequence", "score_variant", "scan", "ScanResult", "SCHEMES", "TagScheme", "CarbonTokenizer", "DnaConfig",
     "CodingSequence", "Consequence", "VariantReport", "describe_variant", "Reference", "score_at", "describe_at",
-    "score_batch", "score_vcf", "DesignConstraints",
+    "score_batch", "score_vcf", "DesignConstraints", "ScoringSpec", "resolve_spec",
 ]

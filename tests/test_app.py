@@ -596,7 +596,7 @@ def test_a_variant_at_coordinates_says_its_consequence_context_and_link(client, 
                          alternate="", window=300, strand=False, method="marginal", genome="HBB-locus-demo",
                          cds=HBB["hbb_cds"], context=3, api_name="/score_variant")
     _, expected = describe_at(demo, Reference(REPO / "assets" / "examples" / "hbb.fa"), sickle, HBB["hbb_cds"], 3,
-                              window=300, method="marginal")
+                              window=300, method="marginal", strand_average=False)
     assert out[-1]["delta"] == pytest.approx(expected.score.delta, abs=1e-4)
     assert out[-1]["context"]["more_damaging_than"] == pytest.approx(expected.context.more_damaging_than)
     assert "**Consequence:** missense p.Glu7Val (GAG>GTG)" in out[0]
@@ -633,7 +633,8 @@ def test_a_vcf_upload_comes_back_annotated_with_a_table_and_a_plot(client, demo)
     assert rows[-1][6] is None and rows[-1][8] == "REF_mismatch"
     reference = Reference(REPO / "assets" / "examples" / "hbb.fa")
     for row in rows[:-1]:
-        alone = score_at(demo, reference, f"{row[1]}:{row[2]}:{row[4]}>{row[5]}", window=300, method="marginal")
+        alone = score_at(demo, reference, f"{row[1]}:{row[2]}:{row[4]}>{row[5]}", window=300, method="marginal",
+                         strand_average=False)
         assert row[6] == pytest.approx(alone.delta, abs=1e-4)
     vcf = next(f for f in files if f.endswith(".vcf.gz"))
     records = list(pysam.VariantFile(vcf))
@@ -699,14 +700,19 @@ def test_a_constrained_design_through_the_api_meets_and_reports_its_constraints(
 
 
 def test_choosing_a_model_sets_every_scoring_choice_to_that_models_own_method():
-    """The Variant, VCF and scan tabs read a model the way its quality was measured: carbon-demo with the
-    chain rule (its eval.json), the draft, whose scores were never measured, with the reference marginals."""
+    """The Variant, VCF and scan tabs read a model the way its quality was measured: carbon-demo with its
+    scoring.json (the chain rule, 1,200-base windows, both strands), the draft, whose scores were never
+    measured, with the Carbon evaluation's setup (the reference marginals, 8 kb, one strand)."""
     from carbon_app.app.gradio_app import build_app
 
     demo = build_app()
     handler = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "model_dropdowns")
     scoring = [o for o in handler.outputs if getattr(o, "label", "") == "Scoring"]
     assert len(scoring) == 3 and {o.value for o in scoring} == {"chain"}  # the page opens on carbon-demo
-    for name, method in (("carbon-demo-draft", "marginal"), ("carbon-demo", "chain")):
-        species, region, *methods = handler.fn(name)
-        assert [m.value for m in methods] == [method] * 3
+    windows = [o for o in handler.outputs if str(getattr(o, "label", "")).startswith("Window")]
+    assert len(windows) == 3 and {o.value for o in windows} == {1200}
+    for name, method, window, both in (("carbon-demo-draft", "marginal", 8000, False), ("carbon-demo", "chain", 1200,
+                                                                                        True)):
+        species, region, *own = handler.fn(name)
+        assert [m.value for m in own[:3]] == [method] * 3
+        assert [w.value for w in own[3:6]] == [window] * 3 and [s.value for s in own[6:]] == [both] * 2

@@ -7,6 +7,7 @@ import json
 
 from carbon_app.app import formatting as fmt
 from carbon_app.inference.score import score_variant
+from carbon_app.inference.spec import resolve_spec
 from carbon_app.model.bundle import load_bundle
 
 SEQ = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGG"
@@ -24,7 +25,8 @@ def test_the_verdict_names_a_direction_only_when_every_frame_agrees(compact):
 
 def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_path):
     bundle = load_bundle(str(compact_model_dir))
-    assert "ships no held-out variant-effect measurement" in fmt.trust_note(bundle, "marginal")
+    note = fmt.trust_note(bundle, resolve_spec(bundle, method="marginal"))
+    assert "ships no held-out variant-effect measurement" in note
     measured = tmp_path / "measured"
     measured.mkdir()
     for f in compact_model_dir.iterdir():
@@ -37,30 +39,40 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
                                        "random_snv_fraction_negative": 0.64}}}}))
     measured_bundle = load_bundle(str(measured))
     assert measured_bundle.variant_method == "chain" and bundle.variant_method == "marginal"
-    note = fmt.trust_note(measured_bundle, "chain")  # each method's own figures
+    note = fmt.trust_note(measured_bundle, resolve_spec(measured_bundle, method="chain"))  # each method's own figures
     assert "**demo model**" in note and "exact chain rule" in note and "AUROC 0.75" in note and "AUROC 0.52" in note
     assert "1,200-base" in note
-    note = fmt.trust_note(measured_bundle, "marginal")
+    note = fmt.trust_note(measured_bundle, resolve_spec(measured_bundle, method="marginal"))
     assert "reference FNS marginals" in note and "AUROC 0.61" in note and "AUROC 0.42" in note
     (measured / "eval.json").write_text(json.dumps({"quality": {  # an older card: the marginals only
         "demo": True, "stop_gain_vs_synonymous_auroc": 0.61, "splice_site_vs_deep_intronic_auroc": 0.42,
         "random_snv_fraction_negative": 0.6, "window": 1200}}))
     older = load_bundle(str(measured))
-    assert older.variant_method == "marginal" and "AUROC 0.61" in fmt.trust_note(older, "marginal")
-    assert "not with the exact chain rule" in fmt.trust_note(older, "chain")
-    assert "within" not in fmt.trust_note(older, "marginal")
+    assert older.variant_method == "marginal"
+    assert "AUROC 0.61" in fmt.trust_note(older, resolve_spec(older, method="marginal"))
+    assert "not with the exact chain rule" in fmt.trust_note(older, resolve_spec(older, method="chain"))
+    assert "within" not in fmt.trust_note(older, resolve_spec(older, method="marginal"))
     (measured / "eval.json").write_text(json.dumps({"quality": {  # read within a radius, the whole window beside
         "demo": True, "stop_gain_vs_synonymous_auroc": 0.88, "splice_site_vs_deep_intronic_auroc": 0.76,
         "random_snv_fraction_negative": 0.6, "method": "chain", "window": 1200, "delta_radius": 12,
         "whole_window": {"stop_gain_vs_synonymous_auroc": 0.85, "splice_site_vs_deep_intronic_auroc": 0.74,
                          "random_snv_fraction_negative": 0.65}}}))
     local = load_bundle(str(measured))
-    note = fmt.trust_note(local, "chain")
-    assert "summed within 12 bases of the variant as here" in note and "AUROC 0.88" in note
+    note = fmt.trust_note(local, resolve_spec(local, method="chain"))
+    assert "summed within 12 bases of the variant (as here)" in note and "AUROC 0.88" in note
     assert "summed over the whole window, 0.85 and 0.74" in note
+    # a score read another way is not "as here": the note names each setting that differs from the measured one
+    other = fmt.trust_note(local, resolve_spec(local, window=600, strand_average=False))
+    assert "as here" not in other.replace("not as here", "")
+    assert "window 600 (measured: 1,200)" in other and "strands one (measured: both)" in other
+    # the score line says the setup once, in one sentence that is the spec as used
     scored = score_variant(local, SEQ, "21:G>A", window=60)
-    assert "summed within 12 bases of the variant" in fmt.score_provenance("m", scored)
-    assert "summed over the whole window" in fmt.score_provenance("m", score_variant(bundle, SEQ, "21:G>A", window=60))
+    assert ("Read in 60-base windows, 6 tokenization frames, both strands, with the exact chain rule, summed within "
+            "12 bases of the variant.") in fmt.verdict(scored)
+    assert "summed over the whole window" in fmt.verdict(score_variant(bundle, SEQ, "21:G>A", window=60))
+    clamped = score_variant(bundle, SEQ, "21:G>A", window=10**6)
+    assert clamped.spec.window < 10**6
+    assert "1,000,000 asked for is more than the model's context" in fmt.verdict(clamped)
 
 
 def test_model_sizes_read_as_people_write_them():

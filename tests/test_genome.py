@@ -182,6 +182,28 @@ def test_the_batch_shares_windows_but_not_answers(compact, genome):
             assert outcome.delta == pytest.approx(alone.delta, abs=1e-4), (variant, strand_average)
 
 
+def test_a_window_beyond_the_context_is_clamped_alike_for_a_sequence_a_contig_and_a_vcf(compact, tmp_path):
+    """One rule (`resolve_spec`): the window a model cannot hold is cut to what it holds, the same on every
+    path, so a VCF record's delta does not depend on which other records share its stretch of genome."""
+    long = random_dna(12_000, seed=80)  # longer than the compact model's context (3,072 bases)
+    (tmp_path / "long.fa").write_text(">chrL\n" + long + "\n")
+    reference = Reference(tmp_path / "long.fa")
+    positions = (2000, 2600, 4000, 4300, 9000)  # two clusters and a loner
+    variants = [parse_genomic(f"chrL:{p}:{long[p - 1]}>{'G' if long[p - 1] != 'G' else 'T'}") for p in positions]
+    batch = score_batch(compact, reference, variants, window=100_000)
+    alone = [score_variant(compact, long, f"{v.pos}:{v.ref}>{v.alt}", window=100_000) for v in variants]
+    assert alone[0].spec.asked_window == 100_000 and alone[0].frame_bases == alone[0].spec.window < 100_000
+    for variant, outcome, single in zip(variants, batch, alone, strict=True):
+        assert outcome.delta == pytest.approx(single.delta, abs=1e-4), variant
+        assert outcome.delta == pytest.approx(score_at(compact, reference, variant, window=100_000).delta, abs=1e-4)
+    vcf = tmp_path / "clamped.vcf"
+    vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n" + "".join(
+        f"chrL\t{v.pos}\t.\t{v.ref}\t{v.alt}\t.\t.\t.\n" for v in variants))
+    score_vcf(compact, reference, vcf, tmp_path / "out.vcf", window=100_000)
+    header = (tmp_path / "out.vcf").read_text()
+    assert f"window={alone[0].spec.window}," in header and "window=100000" not in header
+
+
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")
 def test_a_batchs_context_ranks_each_variant_as_a_single_score_does(compact, genome, tmp_path):
     reference = Reference(genome)

@@ -13,7 +13,7 @@ import sys
 
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
-from ..inference.score import DEFAULT_WINDOW, METHODS, OWN_RADIUS, parse_delta_radius
+from ..inference.spec import METHODS, OWN_RADIUS, parse_delta_radius
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,16 +49,26 @@ def _add_reference_args(parser: argparse.ArgumentParser, genome: bool = False) -
 
 
 def _add_scoring_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW,
-                        help=f"bases around each variant (default {DEFAULT_WINDOW:,})")
+    """The scoring spec's settings (`inference.spec`): each left out is the model's own, the setup its
+    quality was measured with (its scoring.json), so every command scores a variant alike."""
+    parser.add_argument("--window", type=int,
+                        help="bases around each variant (default: the model's own; at most what its context holds)")
+    parser.add_argument("--strand-average", action=argparse.BooleanOptionalAction, default=None,
+                        help="average with the reverse-complement strand (default: the model's own)")
     parser.add_argument("--frames", type=int, help="tokenization frames to average each delta over, 1-6 "
-                        "(default 6, every frame; 1: the single centred window of the Carbon evaluations)")
+                        "(default: the model's own, else 6; 1: the single centred window of the Carbon evaluations)")
     parser.add_argument("--method", choices=METHODS,
                         help="marginal: reference FNS per-base score; chain: exact per-base split (default: the "
                              "model's own, the method its measured quality was read with; else marginal)")
     parser.add_argument("--delta-radius", type=_delta_radius, default=OWN_RADIUS, metavar="BASES",
                         help="sum each delta within this many bases of its variant, or 'whole' for the whole window "
                              "(default: the model's own, the radius its measured quality was read with; else whole)")
+
+
+def _settings(args) -> dict:
+    """The scoring settings a command was given (None: the model's own), as `resolve_spec` takes them."""
+    return dict(window=args.window, strand_average=args.strand_average, species=args.species, region=args.region,
+                method=args.method, frames=args.frames, delta_radius=args.delta_radius)
 
 
 def _delta_radius(text: str) -> int | str | None:
@@ -112,7 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reference_args(score, genome=True)
     score.add_argument("--variant", help="POS:REF>ALT, 1-based (120:A>G, 57:AT>A, 88:C>CTT); "
                        "without it the whole sequence is scored")
-    score.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
     score.add_argument("--context", type=int, default=0, help="rank the delta among every substitution within this "
                        "many bases either side (default 0: off)")
     _add_cds_arg(score)
@@ -123,7 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     vcf.add_argument("--vcf", required=True, help="input VCF (.vcf or bgzipped .vcf.gz)")
     vcf.add_argument("--out", required=True, help="the scored VCF to write (.vcf, or .vcf.gz for bgzip)")
     vcf.add_argument("--tsv", help="also a table: line, chrom, pos, id, ref, alt, delta, problem, message")
-    vcf.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
     vcf.add_argument("--context", type=int, default=0, help="also rank each ALT among every substitution within "
                      "this many bases (INFO CARBON_CONTEXT; default 0: off)")
     _add_scoring_args(vcf)
@@ -135,7 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
     regions.add_argument("--bed", required=True, help="regions, 0-based half-open (CHROM START END [NAME])")
     regions.add_argument("--out", required=True, help="the table to write: region, chrom, pos, ref, alt, delta, "
                          "problem")
-    regions.add_argument("--strand-average", action="store_true", help="average with the reverse-complement strand")
     _add_scoring_args(regions)
     _add_ray_args(regions)
 
@@ -216,6 +223,7 @@ def _print_variant(name: str, report, window: str, notes=()) -> None:
                else f"the alternate is {s.direction} likely than the reference under the model")
     print(f"{name}: delta = LL(alt) - LL(ref) = {s.delta:+.4f} ({verdict}); frames {min(s.frame_deltas):+.4f} to "
           f"{max(s.frame_deltas):+.4f}; window {window}")
+    print(s.spec.sentence())
     if report.consequence:
         print(f"consequence: {report.consequence}")
     if report.context:
@@ -242,9 +250,7 @@ def _score(args) -> dict:
             print(f"LL = {scored.total:.4f} over {len(scored.sequence)} bases (mean {scored.mean:.4f} per base)")
         return data
     report = describe_variant(bundle, sequence, args.variant, _coding(args, sequence), args.context,
-                              window=args.window, strand_average=args.strand_average, species=args.species,
-                              region=args.region, method=args.method, frames=args.frames,
-                              delta_radius=args.delta_radius)
+                              **_settings(args))
     if not args.json:
         _print_variant(str(report.score.variant), report, f"{report.score.window_start}-{report.score.window_end}")
     return {**report.to_dict(), "model_quality": bundle.quality}
@@ -260,9 +266,7 @@ def _score_at(args) -> dict:
         raise InputError("--record only applies with --fasta")
     reference = Reference(args.reference)
     bundle = _bundle(args)
-    scored, report = describe_at(bundle, reference, args.variant, args.cds, args.context, window=args.window,
-                                 strand_average=args.strand_average, species=args.species, region=args.region,
-                                 method=args.method, frames=args.frames, delta_radius=args.delta_radius)
+    scored, report = describe_at(bundle, reference, args.variant, args.cds, args.context, **_settings(args))
     if not args.json:
         _print_variant(f"{scored.variant} ({reference.name})", report,
                        f"{scored.contig}:{scored.window_start}-{scored.window_end}", scored.notes)
@@ -295,16 +299,10 @@ def _ray_scorer(args, reference, options: dict):
 def _score_vcf(args) -> dict:
     from ..genome.reference import Reference
     from ..genome.vcf import score_vcf
-    from ..inference.score import resolve_frames
-
     reference = Reference(args.reference)
-    options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
-                   region=args.region, method=args.method, frames=args.frames, context=args.context,
-                   delta_radius=args.delta_radius)
+    options = {**_settings(args), "context": args.context}
     scorer = _ray_scorer(args, reference, options) if args.ray else None
     bundle = None if scorer else _bundle(args)
-    if bundle is not None:
-        options["frames"] = resolve_frames(bundle, args.frames)
     bar, progress = _progress_bar("ALT")
     with bar:
         summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, progress=progress, scorer=scorer,
@@ -321,8 +319,7 @@ def _scan_regions(args) -> dict:
     from ..genome.regions import scan_regions
 
     reference = Reference(args.reference)
-    options = dict(window=args.window, strand_average=args.strand_average, species=args.species,
-                   region=args.region, method=args.method, frames=args.frames, delta_radius=args.delta_radius)
+    options = _settings(args)
     scorer = _ray_scorer(args, reference, options) if args.ray else None
     bundle = None if scorer else _bundle(args)
     bar, progress = _progress_bar("region")
@@ -341,8 +338,7 @@ def _scan(args) -> dict:
 
     sequence = _reference(args)
     bundle = _bundle(args)
-    result = scan_substitutions(bundle, sequence, args.start, args.end, args.window, args.species, args.region,
-                                args.method, args.frames, delta_radius=args.delta_radius)
+    result = scan_substitutions(bundle, sequence, args.start, args.end, **_settings(args))
     consequences = scan_consequences(result, sequence, _coding(args, sequence))
     if not args.json:
         print(result.to_tsv(consequences), end="")
@@ -350,7 +346,7 @@ def _scan(args) -> dict:
         else [list(row) for row in result.rows()]
     return {"start": result.start, "end": result.end, "window_start": result.window_start,
             "window_end": result.window_end, "frame_bases": result.frame_bases, "method": result.method,
-            "delta_radius": result.delta_radius,
+            "delta_radius": result.delta_radius, "spec": result.spec.settings(),
             "columns": ["position", "ref", "alt", "delta"] + (["consequence"] if consequences else []), "rows": rows,
             "model_quality": bundle.quality}
 

@@ -7,6 +7,7 @@ from statistics import median
 from urllib.parse import urlencode
 
 from ..core.coding import CLASSES
+from ..inference.spec import METHOD_WORDS, measured_spec
 from ..model.bundle import quality_delta_radius, quality_method
 from .plots import BASE_COLOURS
 
@@ -112,9 +113,8 @@ def verdict(scored) -> str:
         indel = (f"\n\nFor an indel the delta sums the bases both alleles have; its own bases are apart: "
                  f"inserted {scored.inserted_ll:+.4f}, deleted {scored.deleted_ll:+.4f}, so the whole windows "
                  f"differ by {scored.delta_whole_window:+.4f}.")
-    return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log, summed over "
-            f"{scored.frame_bases:,}-base windows within {scored.window_start:,}–{scored.window_end:,}"
-            f"{', averaged over both strands' if scored.strand_average else ''}{spread}).{indel}")
+    return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log{spread}). "
+            f"{scored.spec.sentence()} The windows lie within {scored.window_start:,}–{scored.window_end:,}.{indel}")
 
 
 def ranking_pending(radius) -> str:
@@ -141,8 +141,6 @@ def variant_markdown(report, genomic=None, context_note: str = "") -> str:
     return "\n\n".join(parts)
 
 
-#: the scoring methods as the page names them
-METHOD_WORDS = {"marginal": "reference FNS marginals", "chain": "exact chain rule"}
 
 
 def delta_radius_words(radius: int | None) -> str:
@@ -151,11 +149,9 @@ def delta_radius_words(radius: int | None) -> str:
 
 
 def score_provenance(model: str, scored) -> str:
-    """What produced a variant score, in one line."""
+    """What produced a variant score, in one line (the setup itself is the verdict's sentence)."""
     tags = (scored.species_tag or "") + (scored.region_tag or "") or "none"
-    return (f"*Scored with model **{model}**; tags `{tags}`; {len(scored.frame_deltas)} frame(s) of "
-            f"{scored.frame_bases:,}-base windows; {'both strands' if scored.strand_average else 'one strand'}; "
-            f"{METHOD_WORDS[scored.method]}, {delta_radius_words(scored.delta_radius)}.*")
+    return f"*Scored with model **{model}**; tags `{tags}`; {len(scored.frame_deltas)} frame(s) scored.*"
 
 
 def scan_provenance(model: str, scan) -> str:
@@ -189,13 +185,15 @@ def vcf_markdown(summary) -> str:
     return "\n".join(f"- {line}" for line in summary.lines())
 
 
-def trust_note(bundle, method: str) -> str:
-    """How far this model's variant scores, read with `method`, can be trusted, from its own held-out
-    measurements (of that method where the model was measured with more than one)."""
+def trust_note(bundle, spec) -> str:
+    """How far this model's variant scores, read as `spec` says, can be trusted, from its own held-out
+    measurements (of the spec's method where the model was measured with more than one); "as here" only
+    when the spec is the measured one, else which settings differ."""
     quality = bundle.quality
     if not quality:
         return (f"*{bundle.name} ships no held-out variant-effect measurement; see its model card for "
                 "published evaluations.*")
+    method = spec.method
     figures = {quality_method(quality): quality, **quality.get("other_methods", {})}
     if method not in figures:
         return (f"*{bundle.name} was measured on held-out genes with the {METHOD_WORDS[quality_method(quality)]} "
@@ -204,9 +202,11 @@ def trust_note(bundle, method: str) -> str:
     demo = "a small **demo model**, " if quality.get("demo") else ""
     radius = quality_delta_radius(quality)
     whole = quality.get("whole_window") if method == quality_method(quality) else None
+    differ = spec.differences(measured_spec(bundle)) if bundle.scoring.get("measured") else []
+    setup = ("as here" if not differ else "not as here: this score's " + "; ".join(differ))
     return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
             f"{quality['window']:,}-base windows with the {METHOD_WORDS[method]}"
-            + ("" if radius is None else f", each delta {delta_radius_words(radius)} as here") + ": stop-gain vs "
+            + ("" if radius is None else f", each delta {delta_radius_words(radius)}") + f" ({setup}): stop-gain vs "
             f"synonymous AUROC {measured['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs matched deep-intronic "
             f"AUROC {measured['splice_site_vs_deep_intronic_auroc']:.2f} (1 = perfect, 0.5 = no signal, below 0.5 = "
             "pointing the wrong way)"

@@ -16,7 +16,7 @@ from ..errors import CarbonError
 from ..model.manager import ModelManager
 from . import model_thread
 from .service import AppConfig, Service
-from .tabs.common import FREE, SCORING, Page, fail
+from .tabs.common import FREE, Page, fail
 from .tabs.design import design_tab
 from .tabs.models import models_tab
 from .tabs.scan import scan_tab
@@ -67,13 +67,14 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             is refused before anything is looked up (`Service.served`)."""
             try:
                 species_keys, region_keys = service.tag_choices(name)
-                method = service.variant_method(name)
+                own = page.own_scoring(name)
             except CarbonError as exc:
                 fail(exc)
             return (gr.Dropdown(choices=species_keys, value="none"), gr.Dropdown(choices=region_keys, value="none"),
-                    *(gr.Dropdown(choices=SCORING, value=method) for _ in page.scoring))
+                    *own)
 
-        model.change(model_dropdowns, model, [species, region, *page.scoring], api_visibility="private", queue=False)
+        model.change(model_dropdowns, model, [species, region, *page.scoring_fields], api_visibility="private",
+                     queue=False)
     return demo
 
 

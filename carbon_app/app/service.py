@@ -29,7 +29,7 @@ from ..inference.checks import design_reports
 from ..inference.generate import GenerationResult, generate_stream
 from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
-from ..model.bundle import measured_quality, quality_method
+from ..inference.spec import CARBON_EVALUATION, measured_setup
 from ..model.hub import bundled_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
 
@@ -147,11 +147,15 @@ class Service:
         return ["none", *scheme.species], ["none", *scheme.regions]
 
     def variant_method(self, name: str | None) -> str:
-        """The scoring method a served model's variant scores are read with by default
-        (`ModelBundle.variant_method`), read from its directory without loading it."""
+        """The scoring method of a served model's own setup (`ModelBundle.variant_method`)."""
+        return self.scoring_setup(name)["method"]
+
+    def scoring_setup(self, name: str | None) -> dict:
+        """A served model's own scoring setup (`inference.spec.measured_setup`), read without loading it; the
+        Carbon evaluation's where no model is configured."""
         if not self.config.models:
-            return quality_method(None)
-        return quality_method(measured_quality(self.model_dir(name)))
+            return {**CARBON_EVALUATION, "measured": False}
+        return measured_setup(self.model_dir(name))
 
     def unload(self, name: str | None) -> bool:
         return self.manager.unload(self.served(name))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..inference.spec import ScoringSpec, resolve_spec
 
 RESTARTS = 3  # times Ray brings a dead worker back, each time retrying the chunk it held
 
@@ -67,8 +68,7 @@ class ModelFacts:
     name: str
     k: int
     tags: object  # the model's TagScheme
-    variant_method: str  # how its variant scores are read by default (ModelBundle.variant_method)
-    variant_delta_radius: int | None  # and summed within how far of the variant (ModelBundle.variant_delta_radius)
+    spec: ScoringSpec  # the job's scoring spec, resolved against the model where it is loaded
 
 
 class Worker:
@@ -90,19 +90,18 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
-    def facts(self) -> ModelFacts:
-        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags, self.bundle.variant_method,
-                          self.bundle.variant_delta_radius)
+    def facts(self, settings: dict) -> ModelFacts:
+        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags, resolve_spec(self.bundle, **settings))
 
-    def score(self, variants: list, options: dict) -> list:
+    def score(self, variants: list, spec: ScoringSpec) -> list:
         from ..genome.scoring import score_batch
 
-        return score_batch(self.bundle, self.reference, variants, **options)
+        return score_batch(self.bundle, self.reference, variants, spec=spec)
 
-    def scan(self, contig: str, start: int, end: int, options: dict) -> list:
+    def scan(self, contig: str, start: int, end: int, spec: ScoringSpec) -> list:
         from ..genome.regions import scan_region
 
-        return scan_region(self.bundle, self.reference, contig, start, end, **options)
+        return scan_region(self.bundle, self.reference, contig, start, end, spec=spec)
 
 
 class RayScorer:
@@ -126,9 +125,10 @@ class RayScorer:
         self.workers = [actor.remote(model, str(reference_path), reference_name, device) for _ in range(workers)]
         self.in_flight = 2 * workers  # chunks handed out ahead of the one being written
         try:  # the model as the workers loaded it: the driver itself never loads the weights
-            self.facts = ray.get(self.workers[0].facts.remote())
+            self.facts = ray.get(self.workers[0].facts.remote(options))
         except ray.exceptions.RayActorError as exc:
             raise InputError(f"a Ray worker could not load the model '{model}': {str(exc).splitlines()[0]}") from None
+        self.spec, self.model_name = self.facts.spec, self.facts.name
         self._next = 0
 
     def _worker(self):
@@ -137,10 +137,10 @@ class RayScorer:
         return worker
 
     def submit(self, variants: list, step: Callable[[int], None]):
-        return self._worker().score.remote(variants, self.options)
+        return self._worker().score.remote(variants, self.spec)
 
     def submit_scan(self, contig: str, start: int, end: int):
-        return self._worker().scan.remote(contig, start, end, self.options)
+        return self._worker().scan.remote(contig, start, end, self.spec)
 
     def result(self, handle, step: Callable[[int], None] | None = None) -> list:
         try:

@@ -130,9 +130,10 @@ def cut_window(reference: Reference, variant: GenomicVariant, span: int, extra: 
     start = max(0, variant.pos - 1 - margin - extra)
     bases = reference.fetch(contig, start, end0 + margin + extra)
     notes = []
-    if start == 0 and variant.pos - 1 < margin:
+    flank = max((span - len(variant.ref)) // 2, 0)  # the centred window's bases either side (`variant_window`)
+    if variant.pos - 1 < flank:
         notes.append(f"the window runs off the start of {contig}: it is slid inward")
-    if length - end0 < margin:
+    if length - end0 < flank:
         notes.append(f"the window runs off the end of {contig}: it is slid inward")
     core = bases[max(0, variant.pos - 1 - start - span // 2): variant.pos - 1 - start + span // 2]
     unknown = core.count("N") / max(len(core), 1)

@@ -18,20 +18,11 @@ import numpy as np
 
 from ..core.coding import CodingSequence
 from ..core.dna import BASES
-from ..core.validate import whole_number
 from ..inference.annotate import VariantReport, describe_stages, describe_variant, last
 from ..inference.context import ScoreContext, checked_radius, rank_in
 from ..inference.scan import mean_substitution_deltas
-from ..inference.score import (
-    DEFAULT_WINDOW,
-    OWN_RADIUS,
-    Variant,
-    VariantScore,
-    context_room_bases,
-    resolve_frames,
-    variant_delta_radius,
-    variant_method,
-)
+from ..inference.score import Variant, VariantScore
+from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, cut_window, parse_genomic
 from .reference import ContigBases, Reference
@@ -76,49 +67,39 @@ class GenomicScore:
         return data
 
 
-def _span(bundle: ModelBundle, window, frames: int, prefix: str) -> int:
-    """Bases a variant's windows reach over, all frames together (the window checked first)."""
-    return min(whole_number(window, "the window (bases)", 1), context_room_bases(bundle, prefix)) + frames - 1
+def _span(spec: ScoringSpec) -> int:
+    """Bases a variant's windows reach over, all frames together."""
+    return spec.window + spec.frames - 1
 
 
 def score_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
-             window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-             region: str | None = None, method: str | None = None, frames: int | None = None,
-             delta_radius: int | str | None = OWN_RADIUS) -> GenomicScore:
-    """Score one variant at genome coordinates (any form `parse_genomic` reads)."""
-    return describe_at(bundle, reference, variant, window=window, strand_average=strand_average, species=species,
-                       region=region, method=method, frames=frames, delta_radius=delta_radius)[0]
+             spec: ScoringSpec | None = None, **settings) -> GenomicScore:
+    """Score one variant at genome coordinates (any form `parse_genomic` reads), as `spec` says (else
+    `resolve_spec` of `settings`: the model's own for what is not given)."""
+    return describe_at(bundle, reference, variant, spec=spec, **settings)[0]
 
 
 def describe_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant, cds: str | None = None,
-                context=0, progress: Callable[[float], None] | None = None, window: int = DEFAULT_WINDOW,
-                strand_average: bool = False, species: str | None = None, region: str | None = None,
-                method: str | None = None, frames: int | None = None, delta_radius: int | str | None = OWN_RADIUS
-                ) -> tuple[GenomicScore, VariantReport]:
+                context=0, progress: Callable[[float], None] | None = None, spec: ScoringSpec | None = None,
+                **settings) -> tuple[GenomicScore, VariantReport]:
     """One variant at coordinates, scored, with its consequence when `cds` (in contig coordinates, as
     `CodingSequence.parse` reads it) is given and its context when `context` > 0 bases either side."""
-    return last(describe_at_stages(bundle, reference, variant, cds, context, progress, window, strand_average,
-                                   species, region, method, frames, delta_radius))
+    return last(describe_at_stages(bundle, reference, variant, cds, context, progress, spec, **settings))
 
 
 def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
                        cds: str | None = None, context=0, progress: Callable[[float], None] | None = None,
-                       window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-                       region: str | None = None, method: str | None = None, frames: int | None = None,
-                       delta_radius: int | str | None = OWN_RADIUS) -> Iterator[tuple[GenomicScore, VariantReport]]:
+                       spec: ScoringSpec | None = None, **settings) -> Iterator[tuple[GenomicScore, VariantReport]]:
     """`describe_at` in stages, as `describe_stages`: the score as soon as it is known, then with its context."""
     var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant)
-    frames = resolve_frames(bundle, frames)
     radius = checked_radius(context)
-    span = _span(bundle, window, frames, bundle.tags.prefix(species, region))
-    cut = cut_window(reference, var, span, extra=radius)
+    spec = resolve_spec(bundle, spec, context=radius, **settings)
+    cut = cut_window(reference, var, _span(spec), extra=radius)
     contig = ContigBases(reference, cut.contig)
     coding = CodingSequence.parse(cds, contig) if cds and cds.strip() else None  # checked before any work
     consequence = coding.consequence(contig, var.pos - 1, var.alt) if coding and len(var.ref) == len(var.alt) == 1 \
         else None
-    for report in describe_stages(bundle, cut.bases, cut.local(var), None, radius, progress, window=window,
-                                  strand_average=strand_average, species=species, region=region, method=method,
-                                  frames=frames, delta_radius=delta_radius):
+    for report in describe_stages(bundle, cut.bases, cut.local(var), None, radius, progress, spec):
         report.consequence = consequence  # in contig coordinates, which the cut window's report cannot know
         yield GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report
 
@@ -135,19 +116,14 @@ class Outcome:
 
 
 def score_batch(bundle: ModelBundle, reference: Reference, variants: list[GenomicVariant],
-                window: int = DEFAULT_WINDOW, strand_average: bool = False, species: str | None = None,
-                region: str | None = None, method: str | None = None, frames: int | None = None,
-                context=0, progress: Callable[[int], None] | None = None,
-                delta_radius: int | str | None = OWN_RADIUS) -> list[Outcome]:
-    """An Outcome per variant, in order; a variant that cannot be scored is named, never fatal.
-    With `context` > 0 each delta is also ranked among the substitutions within that many bases.
-    `progress(n)` is told each time n more variants are done."""
-    method = variant_method(bundle, method)
-    delta_radius = variant_delta_radius(bundle, delta_radius)
-    frames = resolve_frames(bundle, frames)
-    radius = checked_radius(context)
-    prefix = bundle.tags.prefix(species, region)
-    span = _span(bundle, window, frames, prefix)
+                spec: ScoringSpec | None = None, progress: Callable[[int], None] | None = None,
+                **settings) -> list[Outcome]:
+    """An Outcome per variant, in order, each scored as `spec` says (else `resolve_spec` of `settings`); a
+    variant that cannot be scored is named, never fatal. With the spec's `context` > 0 each delta is also
+    ranked among the substitutions within that many bases. `progress(n)` is told each time n more variants
+    are done."""
+    spec = resolve_spec(bundle, spec, **settings)
+    radius, span = spec.context, _span(spec)
     outcomes = [Outcome() for _ in variants]
     substitutions: dict[str, list[int]] = defaultdict(list)  # contig -> indices of variants
     for i, var in enumerate(variants):
@@ -161,15 +137,12 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
         if len(var.ref) == 1 and len(var.alt) == 1:
             substitutions[cut.contig].append(i)
             continue
-        report = describe_variant(bundle, cut.bases, cut.local(var), context=radius, window=window,
-                                  strand_average=strand_average, species=species, region=region, method=method,
-                                  frames=frames, delta_radius=delta_radius)
+        report = describe_variant(bundle, cut.bases, cut.local(var), context=radius, spec=spec)
         outcomes[i].delta, outcomes[i].context = report.score.delta, report.context
         _tell(progress, 1)
     for contig, indices in substitutions.items():
         for cluster in _clusters(sorted(indices, key=lambda i: variants[i].pos), variants, span + 2 * radius):
-            _score_cluster(bundle, reference, contig, cluster, variants, outcomes, window, frames, prefix, method,
-                           strand_average, span, radius, delta_radius)
+            _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec)
             _tell(progress, len(cluster))
     return outcomes
 
@@ -190,12 +163,13 @@ def _clusters(indices: list[int], variants: list[GenomicVariant], span: int) -> 
     return runs
 
 
-def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, window, frames, prefix, method,
-                   strand_average, span, radius, delta_radius) -> None:
+def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec: ScoringSpec) -> None:
     """The substitutions of one cluster from one stretch of genome, through the scan's shared windows
     (with a context radius, every substitution within it too, each scored once however many variants
-    rank against it)."""
-    margin = span + 2 + radius  # as in cut_window: room for windows slid inward at a contig's end
+    rank against it). Each is read in the spec's windows centred on it, as `score_at` reads it: the
+    stretch holds every one of them whole, so which variants share a cluster never changes a delta."""
+    radius = spec.context
+    margin = _span(spec) + 2 + radius  # as in cut_window: room for windows slid inward at a contig's end
     start = max(0, variants[cluster[0]].pos - 1 - margin)
     bases = reference.fetch(contig, start, variants[cluster[-1]].pos + margin)
     wanted: dict[int, str] = defaultdict(str)  # position in `bases` -> alternates asked for there
@@ -206,8 +180,7 @@ def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, windo
             wanted[near] = BASES
     positions = sorted(wanted)
     deltas = np.full((len(bases), 4), np.nan)
-    deltas[positions] = mean_substitution_deltas(bundle, bases, positions, window, frames, prefix, method, wanted,
-                                                 strand_average, delta_radius=delta_radius)
+    deltas[positions] = mean_substitution_deltas(bundle, bases, positions, spec, wanted)
     for i in cluster:
         pos, alt = variants[i].pos - 1 - start, variants[i].alt
         outcomes[i].delta = float(deltas[pos, BASES.index(alt)])

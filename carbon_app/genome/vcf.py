@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..inference.context import checked_radius
-from ..inference.score import DEFAULT_WINDOW, OWN_RADIUS, resolve_frames, variant_delta_radius, variant_method
+from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, _checked
 from .reference import Reference
@@ -50,6 +49,7 @@ class VcfSummary:
     seconds: float = 0.0
     sorted: bool = True  # records in coordinate order (contigs in blocks, positions rising): can be indexed
     method: str = ""  # the scoring method the deltas were read with (the model's own where none was named)
+    spec: ScoringSpec | None = None  # the whole setup, as used
     _last: tuple[str, int] | None = None
     _contigs_done: set = field(default_factory=set)
 
@@ -210,36 +210,28 @@ def _writer(path: Path):
 
 
 def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
-              tsv_out: str | Path | None = None, window: int = DEFAULT_WINDOW, strand_average: bool = False,
-              species: str | None = None, region: str | None = None, method: str | None = None,
-              frames: int | None = None, context: int = 0, progress: Callable[[int, int], None] | None = None,
-              scorer: ChunkScorer | None = None, delta_radius: int | str | None = OWN_RADIUS) -> VcfSummary:
-    """Score every ALT of every record of `vcf_in` against `reference`; write `vcf_out` (and `tsv_out`).
-    With `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
+              tsv_out: str | Path | None = None, progress: Callable[[int, int], None] | None = None,
+              scorer: ChunkScorer | None = None, spec: ScoringSpec | None = None, **settings) -> VcfSummary:
+    """Score every ALT of every record of `vcf_in` against `reference` as `spec` says (else `resolve_spec` of
+    `settings`: the model's own for what is not given); write `vcf_out` (and `tsv_out`). With the spec's
+    `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
     CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles. `scorer` scores the chunks (default:
-    in this process; `distributed.RayScorer` spreads them over a Ray cluster); the file is written here, in
-    order, whoever scored each chunk (with a scorer, `bundle` may be None: the scorer's model facts serve)."""
+    in this process; `distributed.RayScorer` spreads them over a Ray cluster, its workers resolving the same
+    spec); the file is written here, in order, whoever scored each chunk (with a scorer, `bundle` may be None).
+    The headers name the spec as used: the window scored, never the one asked for."""
     vcf_in, vcf_out = Path(vcf_in), Path(vcf_out)
     if not vcf_in.is_file():
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
-    model = bundle if bundle is not None else scorer.facts
-    frames = resolve_frames(model, frames)
-    method = variant_method(model, method)
-    delta_radius = variant_delta_radius(model, delta_radius)
-    context = checked_radius(context)
-    settings = (f"model={model.name},genome={reference.name},window={window},frames={frames},"
-                f"strand_average={strand_average},method={method},"
-                f"delta_radius={'whole' if delta_radius is None else delta_radius},"
-                f"tags={model.tags.prefix(species, region) or 'none'}"
-                + (f",context={context}" if context else ""))
-    options = dict(window=window, strand_average=strand_average, species=species, region=region, method=method,
-                   frames=frames, context=context, delta_radius=delta_radius)
-    scorer = scorer or LocalScorer(bundle, reference, options)
+    scorer = scorer or LocalScorer(bundle, reference, resolve_spec(bundle, spec, **settings))
+    spec, model_name = scorer.spec, scorer.model_name
+    method, context = spec.method, spec.context
+    settings_line = f"model={model_name},genome={reference.name}," + spec.header()
+    options = {"context": context}
     began = time.perf_counter()
-    summary = VcfSummary(method=method)
+    summary = VcfSummary(method=method, spec=spec)
     with tempfile.TemporaryDirectory(dir=vcf_out.parent if vcf_out.parent.exists() else None) as tmp:
         clean = Path(tmp) / "input.vcf"
-        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings, context)
+        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings_line, context)
         pending_malformed = list(summary.malformed)
         counted = [0]
 
@@ -325,17 +317,17 @@ class LocalScorer:
 
     in_flight = 0  # chunks scored ahead of the one being written
 
-    def __init__(self, bundle: ModelBundle, reference: Reference, options: dict):
-        self.bundle, self.reference, self.options = bundle, reference, options
+    def __init__(self, bundle: ModelBundle, reference: Reference, spec: ScoringSpec):
+        self.bundle, self.reference, self.spec, self.model_name = bundle, reference, spec, bundle.name
 
     def submit(self, variants: list[GenomicVariant], step: Callable[[int], None]) -> list[Outcome]:
-        return score_batch(self.bundle, self.reference, variants, progress=step, **self.options)
+        return score_batch(self.bundle, self.reference, variants, spec=self.spec, progress=step)
 
     def result(self, handle: list[Outcome], step: Callable[[int], None]) -> list[Outcome]:
         return handle
 
 
-ChunkScorer = LocalScorer  # anything with in_flight, submit(variants, step) and result(handle, step)
+ChunkScorer = LocalScorer  # anything with in_flight, spec, model_name, submit(variants, step), result(handle, step)
 
 
 def _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, summary, options, step) -> None:

@@ -17,8 +17,8 @@ from ..model.bundle import ModelBundle
 from .context import ScoreContext, checked_radius, score_context
 from .scan import ScanResult
 from .score import Variant, VariantScore, score_variant
+from .spec import ScoringSpec, resolve_spec
 
-SCAN_OPTIONS = ("window", "species", "region", "method", "frames", "delta_radius")
 T = TypeVar("T")
 
 
@@ -48,31 +48,33 @@ def consequence_of(coding: CodingSequence | None, sequence, variant: Variant, of
 
 def describe_stages(bundle: ModelBundle, sequence: str, variant: str | Variant, coding: CodingSequence | None = None,
                     context: int = 0, progress: Callable[[float], None] | None = None,
-                    strand_average: bool = False, **options) -> Iterator[VariantReport]:
-    """The report as soon as its delta is known and, when `context` > 0, once more with the delta ranked.
+                    spec: ScoringSpec | None = None, **settings) -> Iterator[VariantReport]:
+    """The report as soon as its delta is known and, when `context` > 0, once more with the delta ranked
+    among the substitutions that close, each read with the same spec (`spec`, else `resolve_spec` of
+    `settings`).
 
     Ranking scores every substitution within the radius in its own windows:
     about 150 of them for 25 bases, some twenty-five times the work of the delta
     itself, so a page shows the delta while the ranking runs.
     """
     radius = checked_radius(context) if context else 0  # a bad radius is named before any work
-    scored = score_variant(bundle, sequence, variant, strand_average=strand_average, **options)
+    spec = resolve_spec(bundle, spec, context=radius, **settings)
+    scored = score_variant(bundle, sequence, variant, spec=spec)
     report = VariantReport(scored, consequence_of(coding, sequence, scored.variant))
     yield report
     if radius:
         var = scored.variant
-        scan_options = {key: value for key, value in options.items() if key in SCAN_OPTIONS}
         report.context = score_context(bundle, sequence, var.pos, len(var.ref), var.alt, scored.delta, radius,
-                                       strand_average=strand_average, progress=progress, **scan_options)
+                                       progress=progress, spec=spec)
         yield report
 
 
 def describe_variant(bundle: ModelBundle, sequence: str, variant: str | Variant, coding: CodingSequence | None = None,
                      context: int = 0, progress: Callable[[float], None] | None = None,
-                     strand_average: bool = False, **options) -> VariantReport:
+                     spec: ScoringSpec | None = None, **settings) -> VariantReport:
     """`score_variant`, with the consequence where `coding` is given and the context when `context` > 0
-    (bases either side; ranked with the same window, tags, method, frames and delta radius)."""
-    return last(describe_stages(bundle, sequence, variant, coding, context, progress, strand_average, **options))
+    (bases either side; ranked with the same spec)."""
+    return last(describe_stages(bundle, sequence, variant, coding, context, progress, spec, **settings))
 
 
 def last(stages: Iterable[T]) -> T:

@@ -18,7 +18,7 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from .scan import MAX_SCAN_POSITIONS, mean_substitution_deltas
-from .score import DEFAULT_WINDOW, OWN_RADIUS, context_room_bases, resolve_frames, variant_method
+from .spec import ScoringSpec, resolve_spec
 
 MAX_CONTEXT_BASES = (MAX_SCAN_POSITIONS - 1) // 2
 
@@ -74,20 +74,14 @@ def rank_in(deltas: np.ndarray, region_start0: int, pos0: int, ref_len: int, alt
 
 
 def score_context(bundle: ModelBundle, sequence: str, pos: int, ref_len: int, alt: str | None, delta: float,
-                  radius, window: int = DEFAULT_WINDOW, species: str | None = None, region: str | None = None,
-                  method: str | None = None, frames: int | None = None, strand_average: bool = False,
-                  progress: Callable[[float], None] | None = None, delta_radius: int | str | None = OWN_RADIUS
-                  ) -> ScoreContext:
+                  radius, progress: Callable[[float], None] | None = None, spec: ScoringSpec | None = None,
+                  **settings) -> ScoreContext:
     """Score every substitution within `radius` bases of a variant at `pos` (1-based, `ref_len` reference
-    bases), each in the windows `score_variant` reads it in and summed within `delta_radius` of it as
-    `delta` was, and rank `delta` among them."""
+    bases), each in the windows `score_variant` reads it in, with the spec `delta` was scored with (`spec`,
+    else `resolve_spec` of `settings`), and rank `delta` among them."""
     radius = checked_radius(radius)
+    spec = resolve_spec(bundle, spec, **settings)
     seq = clean_sequence(sequence, what="sequence")
-    frames = resolve_frames(bundle, frames)
-    method = variant_method(bundle, method)
-    prefix = bundle.tags.prefix(species, region)
-    window = min(whole_number(window, "the window (bases)", 1), context_room_bases(bundle, prefix))
     lo, hi = max(0, pos - 1 - radius), min(len(seq), pos - 1 + ref_len + radius)
-    deltas = mean_substitution_deltas(bundle, seq, list(range(lo, hi)), window, frames, prefix, method,
-                                      strand_average=strand_average, progress=progress, delta_radius=delta_radius)
+    deltas = mean_substitution_deltas(bundle, seq, list(range(lo, hi)), spec, progress=progress)
     return rank_in(deltas, lo, pos - 1, ref_len, alt, delta, radius)

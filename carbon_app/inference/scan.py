@@ -43,16 +43,8 @@ from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.kv import branch, preallocated_cache
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
-from .score import (
-    DEFAULT_WINDOW,
-    OWN_RADIUS,
-    context_room_bases,
-    frame_windows,
-    pass_tokens,
-    resolve_frames,
-    variant_delta_radius,
-    variant_method,
-)
+from .score import frame_windows, pass_tokens, variant_delta_radius
+from .spec import OWN_RADIUS, ScoringSpec, resolve_spec
 
 MAX_SCAN_POSITIONS = 2000
 
@@ -71,6 +63,7 @@ class ScanResult:
     frame_deltas: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 4)))  # [frames, L, 4]
     frame_bases: int = 0
     delta_radius: int | None = None  # bases either side of each substitution its delta sums (None: the whole window)
+    spec: ScoringSpec | None = None  # the setup it was scored with, as used
 
     @property
     def spread(self) -> np.ndarray:
@@ -112,19 +105,22 @@ def scan_substitutions(
     sequence: str,
     start: int,
     end: int,
-    window: int = DEFAULT_WINDOW,
+    window: int | None = None,
     species: str | None = None,
     region: str | None = None,
     method: str | None = None,
     frames: int | None = None,
     progress: Callable[[float], None] | None = None,
     delta_radius: int | str | None = OWN_RADIUS,
+    strand_average: bool | None = None,
+    spec: ScoringSpec | None = None,
 ) -> ScanResult:
-    """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive), each delta the
-    mean over `frames` tokenization frames (default k), read with `method` and summed within `delta_radius`
-    bases of its substitution (defaults: the model's own); `progress(fraction)` is told of work done."""
-    method = variant_method(bundle, method)
-    delta_radius = variant_delta_radius(bundle, delta_radius)
+    """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive) as `spec` says
+    (`resolve_spec`: the settings given, the model's own for the rest), each delta the mean over its frames
+    (and strands, with `strand_average`) and summed within the spec's radius of its substitution; exactly the
+    delta `score_variant` gives each; `progress(fraction)` is told of work done."""
+    spec = resolve_spec(bundle, spec, window=window, species=species, region=region, method=method, frames=frames,
+                        delta_radius=delta_radius, strand_average=strand_average)
     seq = clean_sequence(sequence, what="sequence")
     start = whole_number(start, "the scan start", 1)
     end = whole_number(end, "the scan end", 1)
@@ -133,20 +129,22 @@ def scan_substitutions(
                          "(1-based, start <= end)")
     if end - start + 1 > MAX_SCAN_POSITIONS:
         raise InputError(f"the scan region has {end - start + 1:,} positions; at most {MAX_SCAN_POSITIONS:,}")
-    window = whole_number(window, "the window (bases)", 1)
-    frames = resolve_frames(bundle, frames)
-    prefix = bundle.tags.prefix(species, region)
-    window = min(window, context_room_bases(bundle, prefix))
+    positions = list(range(start - 1, end))
+    what = f"a scan of {end - start + 1:,} positions"
     frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size = substitution_deltas(
-        bundle, seq, range(start - 1, end), window, frames, prefix, method, progress,
-        what=f"a scan of {end - start + 1:,} positions", delta_radius=delta_radius)
+        bundle, seq, positions, spec.window, spec.frames, spec.prefix, spec.method,
+        progress if not spec.strand_average else progress and (lambda done: progress(0.5 * done)),
+        what=what, delta_radius=spec.delta_radius)
     with warnings.catch_warnings():  # a column of NaN in every frame: the reference base, NaN by design
         warnings.simplefilter("ignore", RuntimeWarning)
         deltas = np.nanmean(frame_deltas, axis=0)
+    if spec.strand_average:  # the same substitutions on the other strand, in the mirrored windows
+        deltas = (deltas + _other_strand(bundle, seq, positions, spec, None,
+                                         progress and (lambda done: progress(0.5 + 0.5 * done)), what)) / 2
     return ScanResult(
         start=start, end=end, region=seq[start - 1 : end], window_start=span_lo + 1, window_end=span_hi,
-        deltas=deltas, ll_ref=ll_ref, method=method, prompt_text=prompt_text, frame_deltas=frame_deltas,
-        frame_bases=size, delta_radius=delta_radius,
+        deltas=deltas, ll_ref=ll_ref, method=spec.method, prompt_text=prompt_text, frame_deltas=frame_deltas,
+        frame_bases=size, delta_radius=spec.delta_radius, spec=spec,
     )
 
 
@@ -202,31 +200,39 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
     return frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size
 
 
-def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int], window: int, frames: int,
-                             prefix: str, method: str, alternates: dict[int, str] | None = None,
-                             strand_average: bool = False, progress: Callable[[float], None] | None = None,
-                             delta_radius: int | str | None = OWN_RADIUS) -> np.ndarray:
+def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int], spec: ScoringSpec,
+                             alternates: dict[int, str] | None = None,
+                             progress: Callable[[float], None] | None = None) -> np.ndarray:
     """[len(positions), 4] deltas (A T C G columns) of the substitutions at `positions` (0-based, sorted),
-    each the mean over its frames and, with `strand_average`, over both strands: the reverse complement
-    read in the same windows, positions mirrored and bases complemented, as `score_variant` reads it;
-    summed within `delta_radius` bases of each (default: the model's own)."""
-    delta_radius = variant_delta_radius(bundle, delta_radius)
+    each the mean over its frames and, with the spec's `strand_average`, over both strands: the reverse
+    complement read in the same windows, positions mirrored and bases complemented, as `score_variant` reads
+    it; summed within the spec's radius of each."""
+    share = 0.5 if spec.strand_average else 1.0
     with warnings.catch_warnings():  # a base not asked for is NaN in every frame, by design
         warnings.simplefilter("ignore", RuntimeWarning)
-        share = 0.5 if strand_average else 1.0
         forward = np.nanmean(substitution_deltas(
-            bundle, seq, positions, window, frames, prefix, method,
+            bundle, seq, positions, spec.window, spec.frames, spec.prefix, spec.method,
             progress=progress and (lambda done: progress(share * done)), alternates=alternates,
-            delta_radius=delta_radius)[0], 0)
-        if not strand_average:
-            return forward
-        mirrored = {len(seq) - 1 - p: reverse_complement((alternates or {}).get(p, BASES)) for p in positions}
+            delta_radius=spec.delta_radius)[0], 0)
+    if not spec.strand_average:
+        return forward
+    back = _other_strand(bundle, seq, positions, spec, alternates,
+                         progress and (lambda done: progress(0.5 + 0.5 * done)))
+    return (forward + back) / 2
+
+
+def _other_strand(bundle: ModelBundle, seq: str, positions: list[int], spec: ScoringSpec,
+                  alternates: dict[int, str] | None, progress, what: str = "a scan") -> np.ndarray:
+    """[len(positions), 4] frame-mean deltas of the substitutions at `positions` read on the reverse strand
+    (mirrored windows, complemented bases), in the forward strand's columns."""
+    mirrored = {len(seq) - 1 - p: reverse_complement((alternates or {}).get(p, BASES)) for p in positions}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         back = np.nanmean(substitution_deltas(
-            bundle, reverse_complement(seq), sorted(mirrored), window, frames, prefix, method,
-            progress=progress and (lambda done: progress(0.5 + 0.5 * done)), alternates=mirrored,
-            delta_radius=delta_radius)[0], 0)[::-1]
+            bundle, reverse_complement(seq), sorted(mirrored), spec.window, spec.frames, spec.prefix, spec.method,
+            progress=progress, what=what, alternates=mirrored, delta_radius=spec.delta_radius)[0], 0)[::-1]
     complement_columns = [BASES.index(reverse_complement(b)) for b in BASES]
-    return (forward + back[:, complement_columns]) / 2
+    return back[:, complement_columns]
 
 
 def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.Tensor, real: torch.Tensor,

@@ -54,10 +54,17 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
+from .spec import (  # noqa: F401 (METHODS, parse_delta_radius: where callers have always found them)
+    CARBON_EVALUATION,
+    METHODS,
+    OWN_RADIUS,
+    ScoringSpec,
+    check_method,
+    parse_delta_radius,
+    resolve_spec,
+)
 
-METHODS = ("marginal", "chain")
-OWN_RADIUS = "own"  # a radius argument meaning: the one the model's measured figures were read with
-DEFAULT_WINDOW = 8000
+DEFAULT_WINDOW = CARBON_EVALUATION["window"]  # the window of a model that names none of its own
 _HEAD_CHUNK = 2048  # tokens per block of the output projection, to bound memory on long inputs
 
 
@@ -79,27 +86,9 @@ class SequenceScore:
         return float(self.logprobs.mean())
 
 
-def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise InputError(f"scoring method must be 'marginal' (reference FNS) or 'chain', not '{method}'")
-
-
 def variant_method(model, method: str | None) -> str:
-    """`method` checked, or (None) the model's own: the method its held-out variant measurements were
-    read with (`ModelBundle.variant_method`), the reference FNS marginals for a model without one."""
-    method = model.variant_method if method is None else method
-    _check_method(method)
-    return method
-
-
-def parse_delta_radius(text: str) -> int | None:
-    """A radius as typed: a whole number of bases, 0 or more, or "whole" (None: the whole window)."""
-    text = text.strip()
-    if text == "whole":
-        return None
-    if not text.isdigit():
-        raise InputError(f"'{text}' is not a radius: a whole number of bases, 0 or more, or 'whole'")
-    return int(text)
+    """`method` checked, or (None) the model's own (`ModelBundle.variant_method`)."""
+    return check_method(model.variant_method if method is None else method)
 
 
 def variant_delta_radius(model, delta_radius: int | str | None) -> int | None:
@@ -181,7 +170,7 @@ def score_sequence(
 ) -> SequenceScore:
     """Per-base log-probabilities of `sequence` under the model (after the tags `species` and `region`
     name, or after the literal tag text `tags`, as a generation's prompt had them)."""
-    _check_method(method)
+    check_method(method)
     seq = clean_sequence(sequence)
     prefix = tags if tags is not None else bundle.tags.prefix(species, region)
     room = context_room_bases(bundle, prefix)
@@ -290,6 +279,7 @@ class VariantScore:
     prompt_ids_ref: list[int] = field(default_factory=list)
     prompt_text_alt: str = ""
     prompt_ids_alt: list[int] = field(default_factory=list)
+    spec: ScoringSpec | None = None  # the setup it was scored with, as used
 
     @property
     def aligned_delta(self) -> list[float | None]:
@@ -370,8 +360,8 @@ def score_variant(
     bundle: ModelBundle,
     sequence: str,
     variant: str | Variant,
-    window: int = DEFAULT_WINDOW,
-    strand_average: bool = False,
+    window: int | None = None,
+    strand_average: bool | None = None,
     species: str | None = None,
     region: str | None = None,
     method: str | None = None,
@@ -379,17 +369,18 @@ def score_variant(
     other_methods: tuple[str, ...] = (),
     delta_radius: int | str | None = OWN_RADIUS,
     other_delta_radii: tuple[int | None, ...] = (),
+    spec: ScoringSpec | None = None,
 ) -> VariantScore:
-    """Score `variant` in `sequence`: delta = LL(alt window) - LL(ref window), averaged over
-    `frames` tokenization frames (default: k, every frame), read with `method` (default: the model's own)
-    and summed within `delta_radius` bases either side of it (default: the model's own; None: the whole window);
-    the delta read with each of `other_methods` (`other_deltas`) and at each of `other_delta_radii`
-    (`deltas_by_radius`) too, from the same forward passes."""
-    method = variant_method(bundle, method)
-    delta_radius = variant_delta_radius(bundle, delta_radius)
+    """Score `variant` in `sequence` as `spec` says (`resolve_spec`: the settings given, the model's own for the
+    rest): delta = LL(alt window) - LL(ref window), averaged over the spec's tokenization frames and strands and
+    summed within its radius of the variant; the delta read with each of `other_methods` (`other_deltas`) and at
+    each of `other_delta_radii` (`deltas_by_radius`) too, from the same forward passes (evaluation readings)."""
+    spec = resolve_spec(bundle, spec, window=window, strand_average=strand_average, species=species, region=region,
+                        method=method, frames=frames, delta_radius=delta_radius)
+    method, delta_radius, frames, strand_average = spec.method, spec.delta_radius, spec.frames, spec.strand_average
     other_delta_radii = tuple(variant_delta_radius(bundle, r) for r in other_delta_radii)
     for other in other_methods:
-        _check_method(other)
+        check_method(other)
     seq = clean_sequence(sequence, what="reference sequence")
     var = variant if isinstance(variant, Variant) else Variant.parse(variant)
     pos0, lr, la = var.pos - 1, len(var.ref), len(var.alt)
@@ -402,13 +393,16 @@ def score_variant(
         raise InputError(
             f"the reference has '{present}' at {where}, not '{var.ref}' as variant {var} says"
         )
-    window = whole_number(window, "the window (bases)", 1)
-    frames = resolve_frames(bundle, frames)
-    prefix = bundle.tags.prefix(species, region)
-    room = context_room_bases(bundle, prefix) - max(la - lr, 0)
-    window = min(int(window), room)
+    prefix = spec.prefix
+    # the spec's window is what the context holds beside a substitution; an insertion's longer alternate
+    # window takes its extra bases from it
+    room = context_room_bases(bundle, prefix)
+    if la - lr >= room - lr:
+        raise InputError(f"the {la:,}-base alternate allele does not fit the model's context ({room:,} bases "
+                         "with the reference allele): score a shorter insertion")
+    window = min(spec.window, room - max(la - lr, 0))
     if window < lr:
-        raise InputError(f"the {lr}-base reference allele does not fit the model's context")
+        raise InputError(f"the {lr}-base reference allele does not fit the model's {window:,}-base window")
     start, end, starts, size = frame_windows(len(seq), pos0, lr, window, frames)
     ref_span = seq[start:end]
     offset = pos0 - start
@@ -500,8 +494,9 @@ def score_variant(
         delta_whole_window=float(np.mean(whole)),
         inserted_ll=float(np.mean([i for i, _ in own])),
         deleted_ll=float(np.mean([d for _, d in own])),
-        species_tag=bundle.tags.species_tag(species),
-        region_tag=bundle.tags.region_tag(region),
+        species_tag=bundle.tags.species_tag(spec.species),
+        region_tag=bundle.tags.region_tag(spec.region),
+        spec=spec,
         prompt_text_ref=dna_prompt(prefix, windows[0], bundle.k),
         prompt_ids_ref=forward[0][2],
         prompt_text_alt=dna_prompt(prefix, windows[1], bundle.k),

@@ -20,6 +20,7 @@ import torch
 from ..core.tags import TagScheme, load_tag_scheme
 from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
+from ..inference.spec import measured_setup
 from .decoder import LeanDecoder, attention_kernels
 from .hub import draft_for, resolve_model_dir
 
@@ -126,17 +127,21 @@ class ModelBundle:
         written by the demo-model pipeline), or None when the model ships no such measurement."""
         return measured_quality(self.path)
 
+    @functools.cached_property
+    def scoring(self) -> dict:
+        """How this model's variants are scored unless a caller says otherwise: its own setup
+        (`inference.spec.measured_setup`: `scoring.json`, what its quality was measured with)."""
+        return measured_setup(self.path)
+
     @property
     def variant_method(self) -> str:
-        """How this model's variant scores are read unless a caller names a method: the method its held-out
-        measurement was read with, else the reference FNS marginals (spec section 5)."""
-        return quality_method(self.quality)
+        """The method of the model's own scoring setup (the reference FNS marginals unless it names another)."""
+        return self.scoring["method"]
 
     @property
     def variant_delta_radius(self) -> int | None:
-        """How far from a variant its delta is summed unless a caller says: the radius its held-out
-        measurement was read with, else the whole window (spec section 7)."""
-        return quality_delta_radius(self.quality)
+        """The radius of the model's own scoring setup (None, the whole window, unless it names one)."""
+        return self.scoring["delta_radius"]
 
     def describe(self) -> dict:
         return {

@@ -205,6 +205,7 @@ def scoring_ratios(device: str, repeats: int, shape: str = "500M", window: int =
     clustered: three alternates at 30 positions; 10 scattered) against scoring each alone."""
     from ..inference.scan import mean_substitution_deltas
     from ..inference.score import score_variant
+    from ..inference.spec import resolve_spec
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     bundle = random_bundle(shape, dtype=dtype, device=device)
@@ -219,8 +220,9 @@ def scoring_ratios(device: str, repeats: int, shape: str = "500M", window: int =
         wanted = {p: "".join(b for b in "ACGT" if b != seq[p]) for p in range(20_000, 20_030)}
         wanted |= {p: other[seq[p]] for p in range(2_000, 40_000, 3_800)}
         positions = sorted(wanted)
-        batch_s, batch = _timed(lambda: mean_substitution_deltas(bundle, seq, positions, window, bundle.k, "",
-                                                                 "marginal", alternates=wanted))
+        spec = resolve_spec(bundle, window=window, frames=bundle.k, method="marginal", strand_average=False,
+                            delta_radius=None)
+        batch_s, batch = _timed(lambda: mean_substitution_deltas(bundle, seq, positions, spec, alternates=wanted))
         singles = [(i, b, f"{p + 1}:{seq[p]}>{b}") for i, p in enumerate(positions) for b in wanted[p]]
         loop_s, alone = _timed(lambda: [score_variant(bundle, seq, v, window=window).delta for _, _, v in singles])
     worst = max(abs(batch[i, BASES.index(b)] - d) for (i, b, _), d in zip(singles, alone, strict=True))

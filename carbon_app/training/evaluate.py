@@ -38,6 +38,7 @@ import torch
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
 from ..inference.score import METHODS, Variant, score_sequence, score_variant
+from ..inference.spec import SCORING_FILE
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 from .merge import merge_command
@@ -679,6 +680,14 @@ def merge_text(run: dict) -> str:
             "(`merge.py`)")
 
 
+def scoring_setup(results: dict) -> dict:
+    """A measured target's own scoring setup (its `scoring.json`): the one its variant figures were read with,
+    every frame and both strands at VARIANT_WINDOW bases (`variant_scores`)."""
+    return {"window": results.get("variant_window", VARIANT_WINDOW), "frames": None, "strand_average": True,
+            "method": results.get("variant_method", VARIANT_METHOD), "delta_radius": own_delta_radius(results),
+            "measured": True}
+
+
 def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Path) -> None:
     pairs = [(target_dir, "carbon-demo", {"role": "target", "draft": "carbon-demo-draft" if draft_dir else None})]
     if draft_dir:
@@ -706,6 +715,8 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         # the page must not show the target's figures beside them
         measured = results if role["role"] == "target" else {k: v for k, v in results.items() if k != "quality"}
         (dest / "eval.json").write_text(json.dumps(measured, indent=1) + "\n")
+        if role["role"] == "target":  # the setup its quality was measured with: how every surface scores it
+            (dest / SCORING_FILE).write_text(json.dumps(scoring_setup(results), indent=1) + "\n")
         (dest / "README.md").write_text(model_card(dest, role["role"], results, commands))
         print(f"installed {dest}")
 

@@ -67,6 +67,8 @@ class Page:
     examples: dict  # assets/examples/hbb.json
     hbb: str  # the worked example's bases
     scoring: list = field(default_factory=list)  # the tabs' scoring dropdowns, set to each chosen model's own
+    windows: list = field(default_factory=list)  # the tabs' window fields, likewise
+    strands: list = field(default_factory=list)  # the tabs' strand-averaging boxes, likewise
 
     def scoring_dropdown(self) -> gr.Dropdown:
         """A variant-scoring method choice, set to the model's own (the method its held-out measurement was
@@ -75,6 +77,31 @@ class Page:
                                info="set to the model's own: the method its measured quality was read with")
         self.scoring.append(dropdown)
         return dropdown
+
+    def window_number(self, label: str) -> gr.Number:
+        """A window field set to the model's own window (the one its quality was measured with)."""
+        number = gr.Number(label=label, value=self.service.scoring_setup(None)["window"],
+                           info="set to the model's own; a window beyond its context is cut to what it holds")
+        self.windows.append(number)
+        return number
+
+    def strand_checkbox(self) -> gr.Checkbox:
+        """Strand averaging, set to the model's own."""
+        box = gr.Checkbox(label="Average with the reverse-complement strand",
+                          value=bool(self.service.scoring_setup(None)["strand_average"]))
+        self.strands.append(box)
+        return box
+
+    def own_scoring(self, name: str | None) -> list:
+        """The updates that set every scoring field of the page to model `name`'s own setup."""
+        setup = self.service.scoring_setup(name)
+        return ([gr.Dropdown(choices=SCORING, value=setup["method"]) for _ in self.scoring]
+                + [gr.Number(value=setup["window"]) for _ in self.windows]
+                + [gr.Checkbox(value=bool(setup["strand_average"])) for _ in self.strands])
+
+    @property
+    def scoring_fields(self) -> list:
+        return [*self.scoring, *self.windows, *self.strands]
 
     @classmethod
     def load_examples(cls) -> tuple[dict, str]:

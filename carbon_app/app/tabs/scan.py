@@ -5,7 +5,6 @@ from __future__ import annotations
 import gradio as gr
 
 from ...errors import CarbonError
-from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import consequence_figure, scan_figure
 from ..service import Service
@@ -21,7 +20,7 @@ def scan_tab(page: Page) -> None:
             with gr.Row():
                 start = gr.Number(label="Region start (1-based)", value=1)
                 end = gr.Number(label="Region end", value=60)
-            window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
+            window = page.window_number("Window (bases)")
             method = page.scoring_dropdown()
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,…",
                              info="names each substitution's consequence")
@@ -34,8 +33,8 @@ def scan_tab(page: Page) -> None:
     with gr.Accordion("Raw result (JSON)", open=False):
         raw = gr.JSON()
     region_start, region_end = examples["scan_region"]
-    gr.Examples([[page.hbb, region_start, region_end, 1500, examples["hbb_cds"]]],
-                inputs=[sequence, start, end, window, cds], label="Example: the first 30 codons of HBB")
+    gr.Examples([[page.hbb, region_start, region_end, examples["hbb_cds"]]],
+                inputs=[sequence, start, end, cds], label="Example: the first 30 codons of HBB")
 
     @on_gpu
     def scan(model, species, region, sequence, upload, start, end, window, method, cds=None,
@@ -51,7 +50,7 @@ def scan_tab(page: Page) -> None:
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
             else result.rows()
         text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(model, result),
-                             fmt.trust_note(service.model(model), result.method), fmt.RESEARCH_NOTE])
+                             fmt.trust_note(service.model(model), result.spec), fmt.RESEARCH_NOTE])
         by_consequence = consequence_figure(result, consequences) if consequences else None
         return {heatmap: scan_figure(result), by_class: gr.Plot(by_consequence, visible=by_consequence is not None),
                 block: fmt.sequence_block(result.region, result.start, title="the region scanned"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gradio as gr
 
 from ...errors import CarbonError, InputError
-from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import site_figure, variant_figure
 from ..service import DEMO_GENOME, NO_GENOME, Service
@@ -28,8 +27,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                                 "chr11:5227002:T>A with a genome",
                                 info="1-based; at coordinates also chr11-5227002-T-A, 11:g.5227002T>A or a VCF line")
             alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
-            window = gr.Number(label="Window (bases, centred on the variant)", value=DEFAULT_WINDOW)
-            strand = gr.Checkbox(label="Average with the reverse-complement strand")
+            window = page.window_number("Window (bases, centred on the variant)")
+            strand = page.strand_checkbox()
             method = page.scoring_dropdown()
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,1409..1631,…",
                              info="a start, exons or complement(…): names the consequence; a GenBank upload's CDS "
@@ -47,15 +46,15 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     files = gr.File(label="Downloads (TSV, JSON)", file_count="multiple")
     with gr.Accordion("Raw result (JSON)", open=False):
         raw = gr.JSON()
-    gr.Examples([[page.hbb, v["variant"], "", 1500, True, NO_GENOME, examples["hbb_cds"]]
-                 for v in examples["variants"]],
-                inputs=[reference, change, alternate, window, strand, genome, cds],
+    # the examples leave the scoring fields as they are: the model's own setup, what its quality was measured with
+    gr.Examples([[page.hbb, v["variant"], "", NO_GENOME, examples["hbb_cds"]] for v in examples["variants"]],
+                inputs=[reference, change, alternate, genome, cds],
                 label="Worked example: human beta-globin (HBB), " + "; ".join(
                     f"{v['variant']} = {v['hgvs']}, {v['name']}" for v in examples["variants"]))
     if DEMO_GENOME in page.genomes:
-        gr.Examples([["", f"{examples['genome_contig']}:{v['variant']}", "", 1500, True, DEMO_GENOME,
-                      examples["hbb_cds"]] for v in examples["variants"]],
-                    inputs=[reference, change, alternate, window, strand, genome, cds],
+        gr.Examples([["", f"{examples['genome_contig']}:{v['variant']}", "", DEMO_GENOME, examples["hbb_cds"]]
+                     for v in examples["variants"]],
+                    inputs=[reference, change, alternate, genome, cds],
                     label=f"The same at coordinates on the bundled {DEMO_GENOME} genome")
 
     def score_one(model, species, region, reference, upload, change, alternate, window, strand, method, genome,
@@ -70,7 +69,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         def verdict_text(report, genomic, context_note: str) -> str:
             return "\n\n".join([fmt.variant_markdown(report, genomic, context_note),
                                  fmt.score_provenance(model, report.score),
-                                 fmt.trust_note(service.model(model), report.score.method), fmt.RESEARCH_NOTE])
+                                 fmt.trust_note(service.model(model), report.score.spec), fmt.RESEARCH_NOTE])
 
         # what the context does not change is drawn once, and sent with every stage (an API client reads the
         # last one whole)
@@ -125,9 +124,13 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                 return text
 
         fields = {tabs: gr.Tabs(selected="variant"), genome: query.get("genome", NO_GENOME),
-                  change: query["variant"], window: number("window", DEFAULT_WINDOW),
-                  strand: query.get("strand") == "1", cds: query.get("cds", ""), context: number("context", 0),
+                  change: query["variant"], cds: query.get("cds", ""), context: number("context", 0),
                   reference: "", run_from_link: True}
+        # a setting the link leaves out stays the model's own
+        if "window" in query:
+            fields[window] = number("window", None)
+        if "strand" in query:
+            fields[strand] = query["strand"] == "1"
         return {**fields, page.model: chosen} if chosen in page.models else fields
 
     @on_gpu

@@ -6,7 +6,6 @@ import gradio as gr
 
 from ...assets import ASSETS
 from ...errors import CarbonError
-from ...inference.score import DEFAULT_WINDOW
 from .. import formatting as fmt
 from ..plots import vcf_figure
 from ..service import DEMO_GENOME
@@ -24,8 +23,8 @@ def vcf_tab(page: Page) -> None:
             genome = gr.Dropdown(genomes, value=genomes[0] if genomes else None, label="Genome", **FREE)
             upload = gr.File(label="VCF (.vcf or bgzipped .vcf.gz)", file_types=[".vcf", ".gz"], height=130)
         with gr.Column(scale=2):
-            window = gr.Number(label="Window (bases)", value=DEFAULT_WINDOW)
-            strand = gr.Checkbox(label="Average with the reverse-complement strand")
+            window = page.window_number("Window (bases)")
+            strand = page.strand_checkbox()
             method = page.scoring_dropdown()
             context = gr.Number(label="Context (bases either side, 0 = off)", value=0,
                                 info="adds CARBON_CONTEXT: the share of nearby substitutions each ALT is more "
@@ -52,10 +51,10 @@ def vcf_tab(page: Page) -> None:
                                                     method=method, context=context)
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
-        made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`; "
-                f"window {window}; {'both strands' if strand else 'one strand'}; {fmt.METHOD_WORDS[result.method]}"
-                + (f"; context ±{context}" if context else "") + " (also in the VCF's header).*")
-        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model), result.method),
+        made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`. "
+                f"{result.spec.sentence()}" + (f" Context ±{context}." if context else "")
+                + " (Also in the VCF's header.)*")
+        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model), result.spec),
                               fmt.RESEARCH_NOTE])
         return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
 

@@ -1,0 +1,174 @@
+"""How a variant is scored: one frozen value, resolved once against the model, the same on every path.
+
+A `ScoringSpec` holds every setting that changes a delta (the window, the
+tokenization frames, the strands, the method, the radius the delta is summed
+within, the tags) and the context a delta is ranked in. `resolve_spec` fills
+each setting a caller leaves out (None) with the model's own, the setup its
+quality was measured with (`measured_setup`), and clamps the window to what the
+model's context holds, by one rule, so the Variant tab, the scan, VCF batches,
+the command line, the notebook API and Ray score a variant in the same windows
+and get the same number.
+
+A model's own setup lives in `scoring.json` beside its weights (what its card
+recommends: the bundled demo models ship one). A model directory without it is
+read as its `eval.json` measured it (older demo cards), else with the Carbon
+evaluation's setup (spec section 7): one window of 8 kb centred on the variant,
+one strand, the reference FNS marginals over the whole window, in every
+tokenization frame (this project's deliberate improvement: a single frame moves
+a delta by about half a nat, `score.py` says why).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..core.validate import whole_number
+from ..errors import InputError, ModelError
+
+SCORING_FILE = "scoring.json"
+METHODS = ("marginal", "chain")
+#: the scoring methods in words, as the page and every result name them
+METHOD_WORDS = {"marginal": "reference FNS marginals", "chain": "exact chain rule"}
+OWN_RADIUS = "own"  # a radius argument meaning: the one the model's measured figures were read with
+SETTINGS = ("window", "frames", "strand_average", "method", "delta_radius")
+
+#: The Carbon evaluation's setup (spec section 7), for a model that names none of its own. frames None: all k.
+CARBON_EVALUATION = {"window": 8000, "frames": None, "strand_average": False, "method": "marginal",
+                     "delta_radius": None}
+
+
+def check_method(method: str) -> str:
+    if method not in METHODS:
+        raise InputError(f"scoring method must be 'marginal' (reference FNS) or 'chain', not '{method}'")
+    return method
+
+
+def measured_setup(model_dir: Path) -> dict:
+    """A model's own scoring setup: `scoring.json`, else what its `eval.json` measured, else the Carbon
+    evaluation's. Every key of `CARBON_EVALUATION`, plus "measured": whether held-out figures were read so."""
+    path = Path(model_dir) / SCORING_FILE
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ModelError(f"{path} cannot be read as JSON: {exc}") from None
+        if not isinstance(data, dict) or set(data) - {*SETTINGS, "measured", "note"}:
+            raise ModelError(f"{path} must be a JSON object with the keys {', '.join(SETTINGS)} (and 'measured')")
+        return {**CARBON_EVALUATION, "measured": False, **data}
+    quality = _eval_quality(Path(model_dir))
+    if quality:
+        setup = {key: quality[key] for key in ("window", "method", "delta_radius") if key in quality}
+        return {**CARBON_EVALUATION, "strand_average": True, **setup, "measured": True}
+    return {**CARBON_EVALUATION, "measured": False}
+
+
+def _eval_quality(model_dir: Path) -> dict | None:
+    path = model_dir / "eval.json"
+    try:
+        return json.loads(path.read_text()).get("quality") if path.exists() else None
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class ScoringSpec:
+    """Every setting a variant's delta depends on, as used (never as asked): pass it whole."""
+
+    window: int  # bases in each frame's window, at most what the model's context holds
+    frames: int  # tokenization frames averaged (1..k)
+    strand_average: bool  # both strands read, each delta their mean
+    method: str  # "marginal" (reference FNS) or "chain"
+    delta_radius: int | None  # bases either side of the variant the delta sums; None: the whole window
+    species: str | None = None  # tag keys of the model's scheme
+    region: str | None = None
+    prefix: str = ""  # the tag text they make, read before `<dna>`
+    context: int = 0  # bases either side a delta is ranked among the substitutions there (0: not ranked)
+    asked_window: int | None = None  # the window asked for, when the context could not hold it
+
+    def settings(self) -> dict:
+        """The settings as plain values (JSON, VCF and TSV headers)."""
+        return {key: value for key, value in asdict(self).items() if key != "prefix"}
+
+    def header(self) -> str:
+        """One line of `key=value` settings, as VCF and TSV headers and FASTA lines carry them."""
+        radius = "whole" if self.delta_radius is None else self.delta_radius
+        return (f"window={self.window},frames={self.frames},strand_average={self.strand_average},"
+                f"method={self.method},delta_radius={radius},species={self.species or 'none'},"
+                f"region={self.region or 'none'},context={self.context}")
+
+    def sentence(self) -> str:
+        """The setup in one sentence, as the page shows it beside a score."""
+        strands = "both strands" if self.strand_average else "one strand"
+        frames = f"{self.frames} tokenization frame{'s' if self.frames != 1 else ''}"
+        within = ("summed over the whole window" if self.delta_radius is None
+                  else f"summed within {self.delta_radius} base{'s' if self.delta_radius != 1 else ''} of the variant")
+        clamped = (f" (the {self.asked_window:,} asked for is more than the model's context holds)"
+                   if self.asked_window else "")
+        return (f"Read in {self.window:,}-base windows{clamped}, {frames}, {strands}, with the "
+                f"{METHOD_WORDS[self.method]}, {within}.")
+
+    def differences(self, measured: ScoringSpec) -> list[str]:
+        """The settings in which this spec differs from `measured` (the model's own), in words."""
+        words = {"window": "window", "frames": "frames", "strand_average": "strands", "method": "method",
+                 "delta_radius": "radius"}
+        return [f"{words[key]} {_shown(key, getattr(self, key))} (measured: {_shown(key, getattr(measured, key))})"
+                for key in SETTINGS if getattr(self, key) != getattr(measured, key)]
+
+    def without_context(self) -> ScoringSpec:
+        return replace(self, context=0)
+
+
+def _shown(key: str, value) -> str:
+    if key == "strand_average":
+        return "both" if value else "one"
+    if key == "delta_radius":
+        return "whole window" if value is None else f"{value} bases"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def parse_delta_radius(text: str) -> int | None:
+    """A radius as typed: a whole number of bases, 0 or more, or "whole" (None: the whole window)."""
+    text = text.strip()
+    if text == "whole":
+        return None
+    if not text.isdigit():
+        raise InputError(f"'{text}' is not a radius: a whole number of bases, 0 or more, or 'whole'")
+    return int(text)
+
+
+def resolve_spec(bundle, spec: ScoringSpec | None = None, *, window=None, frames=None, strand_average=None,
+                 method=None, delta_radius=OWN_RADIUS, species=None, region=None, context=None) -> ScoringSpec:
+    """The one place a scoring setup is made: `spec` as it is when given (nothing else may be), else each
+    setting as asked, the model's own (`ModelBundle.scoring`) where it is None (`delta_radius`: OWN_RADIUS),
+    every value checked and the window clamped to the context."""
+    if spec is not None:
+        return spec
+    from .context import checked_radius
+    from .score import context_room_bases
+
+    own = bundle.scoring
+    frames = own["frames"] if frames is None else frames
+    frames = bundle.k if frames is None else whole_number(frames, "frames", 1, bundle.k)
+    method = check_method(own["method"] if method is None else method)
+    if delta_radius == OWN_RADIUS:
+        delta_radius = own["delta_radius"]
+    elif isinstance(delta_radius, str):
+        delta_radius = parse_delta_radius(delta_radius)
+    if delta_radius is not None:
+        delta_radius = whole_number(delta_radius, "the delta's radius (bases either side of the variant)", 0)
+    asked = whole_number(own["window"] if window is None else window, "the window (bases)", 1)
+    prefix = bundle.tags.prefix(species, region)
+    room = context_room_bases(bundle, prefix)
+    species, region = (None if not key or key.strip().lower() == "none" else key.strip() for key in (species, region))
+    return ScoringSpec(window=min(asked, room), frames=frames,
+                       strand_average=bool(own["strand_average"] if strand_average is None else strand_average),
+                       method=method, delta_radius=delta_radius, species=species, region=region,
+                       prefix=prefix, context=checked_radius(context or 0),
+                       asked_window=asked if asked > room else None)
+
+
+def measured_spec(bundle) -> ScoringSpec:
+    """The model's own setup, resolved: what its quality was measured with."""
+    return resolve_spec(bundle)
