@@ -260,18 +260,18 @@ def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
         variant_box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
         variant_box.fill(HBB["variants"][0]["variant"])
         page.get_by_label("Reference sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence())
-        page.get_by_label("Window (bases, centred on the variant)", exact=True).fill("1500")
         page.get_by_label("Context (bases either side, 0 = off)", exact=True).first.fill("3")
         page.get_by_role("button", name="Score variant").click()
         page.get_by_text("delta = LL(alt)").first.wait_for()
         page.get_by_text("possible substitutions within 3 bases").first.wait_for()
-        # read, by default, with the method and within the radius the model's figures were measured with, and
-        # both the score's line and the note beside it say which
+        # read, by default, in the setup the model's figures were measured with (its window, strands, method
+        # and radius), and both the score's line and the note beside it say so
         quality = json.loads((REPO / "assets" / "models" / "carbon-demo" / "eval.json").read_text())["quality"]
         method, radius = METHOD_WORDS[quality["method"]], delta_radius_words(quality.get("delta_radius"))
-        page.get_by_text(f"{method}, {radius}.").first.wait_for()
-        reading = method if quality.get("delta_radius") is None else f"{method}, each delta {radius} as here"
-        page.get_by_text(f"1,200-base windows with the {reading}: stop-gain vs synonymous AUROC "
+        page.get_by_text(f"Read in {quality['window']:,}-base windows, 6 tokenization frames, both strands, with "
+                         f"the {method}, {radius}.").first.wait_for()
+        reading = method if quality.get("delta_radius") is None else f"{method}, each delta {radius}"
+        page.get_by_text(f"1,200-base windows with the {reading} (as here): stop-gain vs synonymous AUROC "
                          f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for()
         page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
         variant_box.fill("1206:G>A")

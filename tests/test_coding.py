@@ -32,7 +32,49 @@ def test_each_class_of_substitution_is_named_with_its_amino_acids():
     assert [(c.kind, c.protein_change) for c in called.values()] == [
         ("start-loss", "p.Met1Leu"), ("synonymous", "p.Ala2="), ("missense", "p.Ala2Gly"),
         ("stop-gain", "p.Trp3Ter"), ("stop-loss", "p.Ter5Gln"), ("non-coding", ""), ("non-coding", "")]
-    assert str(called[(11, "A")]) == "stop-gain p.Trp3Ter (TGG>TAG)"
+    assert str(called[(11, "A")]) == "stop-gain p.Trp3Ter (TGG>TAG) [c.8G>A]"
+    assert called[(16, "C")].hgvs_c == "c.13T>C" and called[(2, "T")].hgvs_c == "c.-2G>T"
+    assert called[(20, "A")].hgvs_c == "c.*2C>A"
+
+
+HBB_SEQUENCE = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
+HBB_CDS = json.loads((ASSETS / "examples" / "hbb.json").read_text())["hbb_cds"]
+
+
+@pytest.mark.parametrize("variant, expected", [
+    ("1206:A>T", "missense p.Glu7Val (GAG>GTG) [c.20A>T]"),  # HbS
+    ("1279:G>A", "splice-site [c.92+1G>A]"),  # IVS-I-1, the donor's G
+    ("1407:A>G", "splice-site [c.93-2A>G]"),  # the acceptor's A
+    ("1283:G>A", "splice-region [c.92+5G>A]"),
+    ("1287:C>A", "non-coding [c.92+9C>A]"),
+    ("1276:C>A", "synonymous p.Gly30= (GGC>GGA) in a splice region [c.90C>A]"),
+    ("1205:GA>G", "frameshift p.Glu7fs [c.20del]"),
+    ("1206:AG>A", "frameshift p.Glu7fs [c.21del]"),
+    ("1203:CTGA>C", "in-frame deletion p.Glu8del [c.18_20del]"),  # one of two Glu: the 3' one, as HGVS names it
+    ("1206:A>AGGG", "in-frame insertion p.Glu7_Glu8insGly [c.20_21insGGG]"),
+    ("1205:GA>TT", "missense p.Glu7Leu [c.19_20delinsTT]"),
+    ("1277:AGGTT>A", "splice-site [c.92_92+3del]"),  # a deletion across the exon's end
+    ("1186:C>A", "non-coding [c.-1C>A]"),
+])
+def test_indels_and_splice_sites_are_named_in_hgvs_terms(variant, expected):
+    pos, change = variant.split(":")
+    ref, alt = change.split(">")
+    cds = CodingSequence.parse(HBB_CDS, HBB_SEQUENCE)
+    assert str(cds.change_consequence(HBB_SEQUENCE, int(pos) - 1, ref, alt)) == expected
+
+
+def test_an_indels_consequence_is_named_and_it_is_not_ranked_among_substitutions(compact):
+    cds = CodingSequence.parse(HBB_CDS, HBB_SEQUENCE)
+    stages = list(describe_stages(compact, HBB_SEQUENCE, "1205:GA>G", cds, context=10, window=300))
+    assert len(stages) == 1 and stages[0].context is None  # the delta alone: no ranking among substitutions
+    report = stages[0]
+    assert report.consequence.kind == "frameshift" and "an indel is not ranked" in report.unranked
+    assert report.to_dict()["consequence"]["hgvs_c"] == "c.20del"
+    from carbon_app.app.formatting import verdict
+
+    s = report.score
+    line = verdict(s)
+    assert f"= {s.delta + s.inserted_ll - s.deleted_ll:+.4f}" in line  # the indel's terms add up to what it says
 
 
 def test_the_minus_strand_and_exons_read_as_the_gene_reads():
@@ -44,7 +86,8 @@ def test_the_minus_strand_and_exons_read_as_the_gene_reads():
     split = GENE[:9] + "GTAAGTTTTAG" + GENE[9:]
     exons = CodingSequence.parse("4..9,21..29", split)
     assert exons.consequence(split, 21, "A").protein_change == "p.Trp3Ter"  # first base after the intron + 1
-    assert exons.consequence(split, 12, "C").kind == "non-coding"  # in the intron
+    assert exons.consequence(split, 12, "C").kind == "splice-region"  # in the (short) intron, 4 bases from its end
+    assert exons.consequence(split, 9, "C").kind == "splice-site"  # the donor's G
 
 
 def test_a_genbank_records_cds_feature_is_its_coding_sequence(tmp_path):
@@ -63,7 +106,7 @@ def test_hbb_sickle_cell_is_glu7val():
     examples = json.loads((ASSETS / "examples" / "hbb.json").read_text())
     hbb = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
     cds = CodingSequence.parse(str(examples["hbb_coding_start"]), hbb)
-    assert str(cds.consequence(hbb, 1206 - 1, "T")) == "missense p.Glu7Val (GAG>GTG)"
+    assert str(cds.consequence(hbb, 1206 - 1, "T")) == "missense p.Glu7Val (GAG>GTG) [c.20A>T]"
     assert cds.consequence(hbb, 1205 - 1, "A").protein_change == "p.Glu7Lys"
 
 

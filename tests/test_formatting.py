@@ -119,3 +119,18 @@ def test_each_sample_has_one_colour_in_both_confidence_panels():
     assert len(by_sample) == 3 and all(len(colours) == 1 for colours in by_sample.values())
     assert len({next(iter(c)) for c in by_sample.values()}) == 3  # and the samples differ
     assert [t.name for t in fig.data if t.showlegend is not False] == ["sample 1", "sample 2", "sample 3"]
+
+
+def test_the_trust_note_gives_a_human_variant_its_own_groups_figure_beside_the_pooled_one():
+    from carbon_app.assets import ASSETS
+
+    bundle = load_bundle(str(ASSETS / "models" / "carbon-demo"))
+    card = json.loads((ASSETS / "models" / "carbon-demo" / "eval.json").read_text())
+    mammal = card["target_variants"]["coding"]["auroc"]["mammal"]
+    pooled = card["quality"]["stop_gain_vs_synonymous_auroc"]
+    note = fmt.trust_note(bundle, resolve_spec(bundle), fmt.variant_group("none", "GRCh38"))
+    assert f"for mammal variants such as this one, stop-gain vs synonymous AUROC {mammal:.2f}" in note
+    assert f"pooled over every group, {pooled:.2f}" in note
+    unknown = fmt.trust_note(bundle, resolve_spec(bundle), fmt.variant_group(None, None))  # a pasted sequence
+    assert f"mammal {mammal:.2f}" in unknown and "such as this one" not in unknown
+    assert fmt.variant_group("plant", "GRCh38") == "plant" and fmt.variant_group(None, "HBB-locus-demo") == "mammal"

@@ -110,9 +110,13 @@ def verdict(scored) -> str:
               f"{max(scored.frame_deltas):+.4f} (sd {scored.frame_spread:.4f})" if frames > 1 else "")
     indel = ""
     if scored.inserted_ll or scored.deleted_ll:
+        counted = scored.delta + scored.inserted_ll - scored.deleted_ll
         indel = (f"\n\nFor an indel the delta sums the bases both alleles have; its own bases are apart: "
-                 f"inserted {scored.inserted_ll:+.4f}, deleted {scored.deleted_ll:+.4f}, so the whole windows "
-                 f"differ by {scored.delta_whole_window:+.4f}.")
+                 f"inserted {scored.inserted_ll:+.4f}, deleted {scored.deleted_ll:+.4f}, so with them the delta "
+                 f"would be {scored.delta:+.4f} {scored.inserted_ll:+.4f} − ({scored.deleted_ll:+.4f}) = "
+                 f"{counted:+.4f}"
+                 + (f" (the whole windows' difference, {scored.delta_whole_window:+.4f})."
+                    if scored.delta_radius is None else "."))
     return (f"### delta = LL(alt) − LL(ref) = {scored.delta:+.4f}\n{words} (natural log{spread}). "
             f"{scored.spec.sentence()} The windows lie within {scored.window_start:,}–{scored.window_end:,}.{indel}")
 
@@ -136,6 +140,8 @@ def variant_markdown(report, genomic=None, context_note: str = "") -> str:
     if report.context is not None:
         parts.append(f"**In context:** {report.context.sentence()} (positions {offset + report.context.start:,}–"
                      f"{offset + report.context.end:,}{where}, each substitution scored the same way).")
+    elif report.unranked:
+        parts.append(f"**In context:** *not ranked: {report.unranked}.*")
     elif context_note:
         parts.append(f"**In context:** *{context_note}*")
     return "\n\n".join(parts)
@@ -185,10 +191,25 @@ def vcf_markdown(summary) -> str:
     return "\n".join(f"- {line}" for line in summary.lines())
 
 
-def trust_note(bundle, spec) -> str:
+#: genomes whose variants are human (a mammal, as the cards' groups name it)
+HUMAN_GENOMES = ("GRCh", "hg1", "hg3", "CHM13", "T2T", "HBB-locus-demo")
+
+
+def variant_group(species: str | None, genome: str | None = None) -> str | None:
+    """The species group a variant's figures are read from: its species tag's key, else "mammal" for a
+    human genome, else None (unknown: a pasted sequence with no tag)."""
+    if species and species.strip().lower() not in ("", "none"):
+        return species.strip().lower()
+    if genome and genome.startswith(HUMAN_GENOMES):
+        return "mammal"
+    return None
+
+
+def trust_note(bundle, spec, group: str | None = None) -> str:
     """How far this model's variant scores, read as `spec` says, can be trusted, from its own held-out
-    measurements (of the spec's method where the model was measured with more than one); "as here" only
-    when the spec is the measured one, else which settings differ."""
+    measurements (of the spec's method where the model was measured with more than one): the variant's own
+    species group's figures first where the card measured that group, the pooled ones beside; "as here"
+    only when the spec is the measured one, else which settings differ."""
     quality = bundle.quality
     if not quality:
         return (f"*{bundle.name} ships no held-out variant-effect measurement; see its model card for "
@@ -204,14 +225,26 @@ def trust_note(bundle, spec) -> str:
     whole = quality.get("whole_window") if method == quality_method(quality) else None
     differ = spec.differences(measured_spec(bundle)) if bundle.scoring.get("measured") else []
     setup = ("as here" if not differ else "not as here: this score's " + "; ".join(differ))
+    groups = bundle.group_quality if method == quality_method(quality) else {}
+    own = {task: groups.get(task, {}).get(group) for task in ("coding", "splice")} if group else {}
+    if own and all(value is not None for value in own.values()):
+        figures_text = (f"for {group} variants such as this one, stop-gain vs synonymous AUROC {own['coding']:.2f} "
+                        f"and splice site vs matched deep-intronic AUROC {own['splice']:.2f}; pooled over every "
+                        f"group, {measured['stop_gain_vs_synonymous_auroc']:.2f} and "
+                        f"{measured['splice_site_vs_deep_intronic_auroc']:.2f}")
+    else:
+        by_group = ", ".join(f"{g} {v:.2f}" for g, v in groups.get("coding", {}).items() if g != "all")
+        figures_text = (f"stop-gain vs synonymous AUROC {measured['stop_gain_vs_synonymous_auroc']:.2f}"
+                        + (f" (by group: {by_group})" if by_group else "")
+                        + f", splice site vs matched deep-intronic AUROC "
+                        f"{measured['splice_site_vs_deep_intronic_auroc']:.2f}")
     return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
             f"{quality['window']:,}-base windows with the {METHOD_WORDS[method]}"
-            + ("" if radius is None else f", each delta {delta_radius_words(radius)}") + f" ({setup}): stop-gain vs "
-            f"synonymous AUROC {measured['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs matched deep-intronic "
-            f"AUROC {measured['splice_site_vs_deep_intronic_auroc']:.2f} (1 = perfect, 0.5 = no signal, below 0.5 = "
-            "pointing the wrong way)"
-            + ("" if not whole else f"; summed over the whole window, {whole['stop_gain_vs_synonymous_auroc']:.2f} "
-               f"and {whole['splice_site_vs_deep_intronic_auroc']:.2f}") + "."
+            + ("" if radius is None else f", each delta {delta_radius_words(radius)}") + f" ({setup}): "
+            + figures_text + " (1 = perfect, 0.5 = no signal, below 0.5 = pointing the wrong way)"
+            + ("" if not whole else "; pooled and summed over the whole window, "
+               f"{whole['stop_gain_vs_synonymous_auroc']:.2f} and {whole['splice_site_vs_deep_intronic_auroc']:.2f}")
+            + "."
             + (" Do not read its scores as evidence." if quality.get("demo") else "") + "*")
 
 

@@ -5,7 +5,16 @@ introns: for mRNA or a single exon), as exons (`51..142,273..495`, 1-based,
 inclusive), `complement(...)` for the minus strand, or taken from a GenBank
 record's CDS feature. A substitution's consequence is named as
 saturation-editing studies class it: synonymous, missense (with the amino
-acids, HGVS p. notation), stop-gain, stop-loss, start-loss, or non-coding.
+acids, HGVS p. notation), stop-gain, stop-loss, start-loss, or non-coding;
+an insertion or deletion as frameshift (`p.Glu7fs`) or in-frame; a change at
+the first or last two bases of an intron between two of the CDS's exons as
+splice-site, and one within 3 exonic or 8 intronic bases of such a boundary
+as splice-region (Ensembl VEP's definitions). Each is also written in HGVS c.
+notation (`c.20A>T`, `c.92+1G>A`, `c.19_20del`, `c.-5C>T`, `c.*3G>A`), on the
+CDS's strand. Introns and exons outside the CDS (UTRs) are not known from a
+CDS, so positions beyond its ends are counted in plain bases (`c.-N`,
+`c.*N`), and insertions are written `ins` as given (HGVS would shift them 3'
+and call a repeated copy `dup`).
 """
 
 from __future__ import annotations
@@ -21,7 +30,11 @@ from ..errors import InputError
 
 _RANGE = re.compile(r"^<?(\d+)(?:\.\.>?(\d+))?$")
 #: the classes in the order plots and tables show them
-CLASSES = ("synonymous", "missense", "stop-gain", "stop-loss", "start-loss", "non-coding")
+CLASSES = ("synonymous", "missense", "stop-gain", "stop-loss", "start-loss", "frameshift", "in-frame deletion",
+           "in-frame insertion", "splice-site", "splice-region", "non-coding")
+INDEL_CLASSES = ("frameshift", "in-frame deletion", "in-frame insertion")
+SPLICE_SITE_BASES = 2  # the canonical donor (GT) and acceptor (AG) bases at each end of an intron
+SPLICE_REGION_EXONIC, SPLICE_REGION_INTRONIC = 3, 8
 
 
 @dataclass(frozen=True)
@@ -32,19 +45,35 @@ class Consequence:
     alt_codon: str = ""
     ref_aa: str = ""  # one-letter, '*' for a stop
     alt_aa: str = ""
+    hgvs_c: str = ""  # the change in HGVS c. notation, on the CDS's strand
+    protein: str = ""  # HGVS p. notation where it is not a single residue's change (p.Glu7fs, p.Glu7_Val8del)
+    splice_region: bool = False  # within 3 exonic or 8 intronic bases of an intron's end (besides its kind)
 
     @property
     def protein_change(self) -> str:
-        """HGVS p. notation (p.Glu7Val, p.Gln40Ter, p.Leu3=), or '' outside the CDS."""
+        """HGVS p. notation (p.Glu7Val, p.Gln40Ter, p.Leu3=, p.Glu7fs), or '' outside the CDS."""
+        if self.protein:
+            return self.protein
         if self.codon is None:
             return ""
-        ref, alt = seq3(self.ref_aa, custom_map={"*": "Ter"}), seq3(self.alt_aa, custom_map={"*": "Ter"})
+        ref, alt = _three(self.ref_aa), _three(self.alt_aa)
         return f"p.{ref}{self.codon}{'=' if self.ref_aa == self.alt_aa else alt}"
 
     def __str__(self) -> str:
-        if self.codon is None:
-            return self.kind
-        return f"{self.kind} {self.protein_change} ({self.ref_codon}>{self.alt_codon})"
+        parts = [self.kind]
+        if self.protein_change:
+            parts.append(self.protein_change)
+        if self.ref_codon and self.alt_codon and not self.protein:
+            parts.append(f"({self.ref_codon}>{self.alt_codon})")
+        if self.splice_region and self.kind != "splice-region":
+            parts.append("in a splice region")
+        if self.hgvs_c:
+            parts.append(f"[{self.hgvs_c}]")
+        return " ".join(parts)
+
+
+def _three(aa: str) -> str:
+    return seq3(aa, custom_map={"*": "Ter"})
 
 
 @dataclass(frozen=True)
@@ -84,6 +113,10 @@ class CodingSequence:
             first = parts[0][0]
             span = range(first - 1, len(sequence)) if strand == 1 else range(first - 1, -1, -1)
             return cls(tuple(span), strand, f"from {first}").until_stop(sequence)
+        for (_, last), (first, _) in zip(parts, parts[1:], strict=False):
+            if first <= last:
+                raise InputError(f"the exons of the coding sequence '{text}' overlap or are out of order "
+                                 f"({last} is not before {first}): list them from the lowest position up")
         positions = [p for first, last in parts for p in range(first - 1, last)]
         if strand == -1:
             positions.reverse()
@@ -112,17 +145,152 @@ class CodingSequence:
             bases.append(reverse_complement(base) if self.strand == -1 else base)
         return "".join(bases)
 
+    # -- where a base lies: exons, introns, HGVS c. positions -------------------------------
+
+    def exons(self) -> list[tuple[int, int]]:
+        """The CDS's exons in reading order, each as (index in the CDS of its first base, of its last)."""
+        blocks, first = [], 0
+        for i in range(1, len(self.positions) + 1):
+            if i == len(self.positions) or self.positions[i] != self.positions[i - 1] + self.strand:
+                blocks.append((first, i - 1))
+                first = i
+        return blocks
+
+    def c_position(self, pos0: int) -> str:
+        """The HGVS c. position of sequence position `pos0` (0-based): `20`, `92+1`, `93-2`, `-5`, `*3`."""
+        index = self._index.get(pos0)
+        if index is not None:
+            return str(index + 1)
+        t = pos0 * self.strand  # transcript order: rising along the CDS's own strand
+        first, last = self.positions[0] * self.strand, self.positions[-1] * self.strand
+        if t < first:
+            return f"-{first - t}"
+        if t > last:
+            return f"*{t - last}"
+        for (_, end), (start, _) in zip(self.exons(), self.exons()[1:], strict=False):
+            up, down = self.positions[end] * self.strand, self.positions[start] * self.strand
+            if up < t < down:
+                return f"{end + 1}+{t - up}" if t - up <= down - t else f"{start + 1}-{down - t}"
+        raise AssertionError("a position inside the CDS's span lies in an exon or an intron")
+
+    def splice_place(self, pos0: int) -> str | None:
+        """'splice-site' (an intron's first or last two bases), 'splice-region' (within 3 exonic or 8 intronic
+        bases of an intron's end) or None, for the introns between the CDS's exons."""
+        t = pos0 * self.strand
+        region = False
+        for (_, end), (start, _) in zip(self.exons(), self.exons()[1:], strict=False):
+            up, down = self.positions[end] * self.strand, self.positions[start] * self.strand
+            if up < t < down:
+                into = min(t - up, down - t)  # bases into the intron from its nearer end
+                if into <= SPLICE_SITE_BASES:
+                    return "splice-site"
+                region |= into <= SPLICE_REGION_INTRONIC
+            elif up - SPLICE_REGION_EXONIC < t <= up or down <= t < down + SPLICE_REGION_EXONIC:
+                region = True
+        return "splice-region" if region else None
+
+    @property
+    def _index(self) -> dict[int, int]:
+        return {p: i for i, p in enumerate(self.positions)}
+
+    def _strand_bases(self, bases: str) -> str:
+        return reverse_complement(bases) if self.strand == -1 else bases
+
+    def hgvs_c(self, pos0: int, ref: str, alt: str) -> str:
+        """A change (`ref` at `pos0` onward becomes `alt`, plus strand, VCF-style anchoring allowed) in HGVS c.
+        notation on the CDS's strand: `c.20A>T`, `c.19_20del`, `c.19_20insT`, `c.19_21delinsAA`."""
+        head = 0
+        while head < min(len(ref), len(alt)) and ref[head] == alt[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(ref), len(alt)) - head and ref[len(ref) - 1 - tail] == alt[len(alt) - 1 - tail]:
+            tail += 1
+        gone, new = ref[head : len(ref) - tail], alt[head : len(alt) - tail]
+        lo = pos0 + head  # first changed base (a deletion's) or, for an insertion, the base after the gap
+        if not gone:  # an insertion between lo - 1 and lo
+            left, right = sorted((lo - 1, lo), key=lambda p: p * self.strand)
+            return f"c.{self.c_position(left)}_{self.c_position(right)}ins{self._strand_bases(new)}"
+        first, last = sorted((lo, lo + len(gone) - 1), key=lambda p: p * self.strand)
+        where = self.c_position(first) if first == last else f"{self.c_position(first)}_{self.c_position(last)}"
+        if len(gone) == 1 and len(new) == 1:
+            return f"c.{where}{self._strand_bases(gone)}>{self._strand_bases(new)}"
+        return f"c.{where}del" + (f"ins{self._strand_bases(new)}" if new else "")
+
+    def change_consequence(self, sequence: str, pos0: int, ref: str, alt: str) -> Consequence:
+        """What any change (`ref` at `pos0`, 0-based, becoming `alt`: a substitution, an indel or several
+        bases) does: splice site, frameshift, in-frame, or a substitution's own consequence."""
+        if len(ref) == len(alt) == 1:
+            return self.consequence(sequence, pos0, alt)
+        hgvs = self.hgvs_c(pos0, ref, alt)
+        touched = range(pos0, pos0 + max(len(ref), 1))
+        places = {self.splice_place(p) for p in touched}
+        index = self._index
+        coding = [index[p] for p in touched if p in index]
+        if "splice-site" in places or (coding and len(coding) < len(touched) and len(ref) != len(alt)):
+            return Consequence("splice-site", hgvs_c=hgvs)  # an intron's end, or a change across an exon's edge
+        region = "splice-region" in places
+        if not coding:
+            return Consequence("splice-region" if region else "non-coding", hgvs_c=hgvs)
+        cds = "".join(self._strand_bases(sequence[p]) for p in self.positions)
+        shift = len(alt) - len(ref)
+        start, end = min(coding), max(coding)  # the changed stretch, in CDS order
+        # the CDS with the change made: its bases before and after the stretch kept, the stretch read anew from
+        # the few bases around the change (a contig is read base by base, never copied whole)
+        lo, hi = sorted((self.positions[start], self.positions[end]))
+        base, stop = min(lo, pos0), max(hi + 1, pos0 + len(ref))
+        edited = sequence[base:pos0] + alt + sequence[pos0 + len(ref) : stop]
+        new_cds = cds[:start] + self._strand_bases(edited[lo - base : hi + 1 + shift - base]) + cds[end + 1 :]
+        ref_protein = str(Seq(cds[: len(cds) // 3 * 3]).translate())
+        first_aa = start // 3
+        if shift % 3:
+            return Consequence("frameshift", first_aa + 1, hgvs_c=hgvs, splice_region=region,
+                               protein=f"p.{_three(ref_protein[first_aa])}{first_aa + 1}fs")
+        alt_protein = str(Seq(new_cds[: len(new_cds) // 3 * 3]).translate())
+        ref_stop = ref_protein.find("*") if "*" in ref_protein else len(ref_protein)
+        alt_stop = alt_protein.find("*")
+        if alt_stop != -1 and alt_stop < ref_stop + shift // 3:  # a stop before the one the CDS ends with
+            return Consequence("stop-gain", alt_stop + 1, hgvs_c=hgvs, splice_region=region,
+                               protein=f"p.{_three(ref_protein[alt_stop])}{alt_stop + 1}Ter")
+        # the residues that differ: what lies between the two proteins' shared start and shared end
+        ref_p, alt_p = ref_protein[:ref_stop], alt_protein[: ref_stop + shift // 3]
+        i = 0
+        while i < min(len(ref_p), len(alt_p)) and ref_p[i] == alt_p[i]:
+            i += 1
+        j = 0
+        while j < min(len(ref_p), len(alt_p)) - i and ref_p[-1 - j] == alt_p[-1 - j]:
+            j += 1
+        gone, added = ref_p[i : len(ref_p) - j], alt_p[i : len(alt_p) - j]
+
+        def named(k: int) -> str:
+            return f"{_three(ref_p[k])}{k + 1}"
+
+        if not gone and not added:
+            return Consequence("synonymous", first_aa + 1, hgvs_c=hgvs, splice_region=region,
+                               protein=f"p.{named(first_aa)}=")
+        span = named(i) if len(gone) <= 1 else f"{named(i)}_{named(i + len(gone) - 1)}"
+        if gone and added:
+            kind = "missense" if len(gone) == len(added) else ("in-frame deletion" if shift < 0 else
+                                                               "in-frame insertion")
+            change = (f"p.{span}{''.join(_three(a) for a in added)}" if len(gone) == len(added) == 1
+                      else f"p.{span}delins{''.join(_three(a) for a in added)}")
+        elif gone:
+            kind, change = "in-frame deletion", f"p.{span}del"
+        else:
+            kind, change = "in-frame insertion", f"p.{named(i - 1)}_{named(i)}ins{''.join(_three(a) for a in added)}"
+        return Consequence(kind, i + 1, hgvs_c=hgvs, splice_region=region, protein=change)
+
     def consequence(self, sequence: str, pos0: int, alt: str) -> Consequence:
         """What substituting `alt` at `pos0` (0-based, in `sequence`) does to the protein."""
-        try:
-            index = self.positions.index(pos0)
-        except ValueError:
-            return Consequence("non-coding")
+        hgvs = self.hgvs_c(pos0, sequence[pos0], alt)
+        place = self.splice_place(pos0)
+        index = self._index.get(pos0)
+        if index is None:
+            return Consequence(place or "non-coding", hgvs_c=hgvs)
         codon = index // 3
         ref_codon = self._codon(sequence, codon)
         alt_codon = self._codon(sequence, codon, (pos0, alt))
         if len(ref_codon) < 3:
-            return Consequence("non-coding")
+            return Consequence("non-coding", hgvs_c=hgvs)
         ref_aa, alt_aa = (str(Seq(c).translate()) if "N" not in c else "X" for c in (ref_codon, alt_codon))
         if codon == 0 and ref_aa == "M" and alt_aa != "M":
             kind = "start-loss"
@@ -134,4 +302,5 @@ class CodingSequence:
             kind = "stop-loss"
         else:
             kind = "missense"
-        return Consequence(kind, codon + 1, ref_codon, alt_codon, ref_aa, alt_aa)
+        return Consequence(kind, codon + 1, ref_codon, alt_codon, ref_aa, alt_aa, hgvs_c=hgvs,
+                           splice_region=place == "splice-region")

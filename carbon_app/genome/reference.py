@@ -80,7 +80,10 @@ class ContigBases:
     def __len__(self) -> int:
         return self.reference.lengths[self.contig]
 
-    def __getitem__(self, pos0: int) -> str:
+    def __getitem__(self, pos0: int | slice) -> str:
+        if isinstance(pos0, slice):  # a stretch, as a string's slice (no step)
+            start, stop, _ = pos0.indices(len(self))
+            return self.reference.fetch(self.contig, start, max(start, stop))
         return self.reference.fetch(self.contig, pos0, pos0 + 1)
 
 

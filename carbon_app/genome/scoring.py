@@ -97,8 +97,7 @@ def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str |
     cut = cut_window(reference, var, _span(spec), extra=radius)
     contig = ContigBases(reference, cut.contig)
     coding = CodingSequence.parse(cds, contig) if cds and cds.strip() else None  # checked before any work
-    consequence = coding.consequence(contig, var.pos - 1, var.alt) if coding and len(var.ref) == len(var.alt) == 1 \
-        else None
+    consequence = coding.change_consequence(contig, var.pos - 1, var.ref, var.alt) if coding else None
     for report in describe_stages(bundle, cut.bases, cut.local(var), None, radius, progress, spec):
         report.consequence = consequence  # in contig coordinates, which the cut window's report cannot know
         yield GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report

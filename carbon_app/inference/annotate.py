@@ -27,23 +27,29 @@ class VariantReport:
     score: VariantScore
     consequence: Consequence | None = None
     context: ScoreContext | None = None
+    unranked: str = ""  # why a context was asked for and not given (an indel is not ranked among substitutions)
 
     def to_dict(self) -> dict:
         data = self.score.to_dict()
         if self.consequence:
             data["consequence"] = {"kind": self.consequence.kind, "protein_change": self.consequence.protein_change,
                                    "ref_codon": self.consequence.ref_codon, "alt_codon": self.consequence.alt_codon}
+        if self.consequence:
+            data["consequence"]["hgvs_c"] = self.consequence.hgvs_c
+            data["consequence"]["text"] = str(self.consequence)
         if self.context:
             data["context"] = self.context.to_dict()
+        if self.unranked:
+            data["unranked"] = self.unranked
         return data
 
 
 def consequence_of(coding: CodingSequence | None, sequence, variant: Variant, offset: int = 0) -> Consequence | None:
-    """A substitution's consequence in `coding` (positions in `sequence`; the variant `offset` bases into it),
-    or None where there is no coding sequence or the variant is not a single-base substitution."""
-    if coding is None or len(variant.ref) != 1 or len(variant.alt) != 1:
+    """A variant's consequence in `coding` (positions in `sequence`; the variant `offset` bases into it): a
+    substitution's, an indel's (frameshift, in-frame) or a splice site's; None where no coding sequence is known."""
+    if coding is None:
         return None
-    return coding.consequence(sequence, offset + variant.pos - 1, variant.alt)
+    return coding.change_consequence(sequence, offset + variant.pos - 1, variant.ref, variant.alt)
 
 
 def describe_stages(bundle: ModelBundle, sequence: str, variant: str | Variant, coding: CodingSequence | None = None,
@@ -61,6 +67,11 @@ def describe_stages(bundle: ModelBundle, sequence: str, variant: str | Variant, 
     spec = resolve_spec(bundle, spec, context=radius, **settings)
     scored = score_variant(bundle, sequence, variant, spec=spec)
     report = VariantReport(scored, consequence_of(coding, sequence, scored.variant))
+    if radius and len(scored.variant.ref) != len(scored.variant.alt):
+        # an indel's delta counts other bases than a substitution's: ranked among them it would be placed unfairly
+        report.unranked = (f"an indel is not ranked among the substitutions within {radius:,} bases (its delta "
+                           "is not of the same kind)")
+        radius = 0
     yield report
     if radius:
         var = scored.variant

@@ -128,6 +128,19 @@ class ModelBundle:
         return measured_quality(self.path)
 
     @functools.cached_property
+    def group_quality(self) -> dict[str, dict[str, float]]:
+        """The measured AUROCs by species group ({"coding": {"mammal": 0.74, ..., "all": ...}, "splice": {...}}),
+        read with the measured setup, where the model has a measurement of its own (`quality`)."""
+        if not self.quality:
+            return {}
+        try:
+            variants = json.loads((self.path / "eval.json").read_text()).get("target_variants") or {}
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return {task: dict(variants[task]["auroc"]) for task in ("coding", "splice")
+                if isinstance(variants.get(task), dict) and isinstance(variants[task].get("auroc"), dict)}
+
+    @functools.cached_property
     def scoring(self) -> dict:
         """How this model's variants are scored unless a caller says otherwise: its own setup
         (`inference.spec.measured_setup`: `scoring.json`, what its quality was measured with)."""

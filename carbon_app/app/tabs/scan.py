@@ -50,7 +50,8 @@ def scan_tab(page: Page) -> None:
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
             else result.rows()
         text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(model, result),
-                             fmt.trust_note(service.model(model), result.spec), fmt.RESEARCH_NOTE])
+                             fmt.trust_note(service.model(model), result.spec, fmt.variant_group(species)),
+                             fmt.RESEARCH_NOTE])
         by_consequence = consequence_figure(result, consequences) if consequences else None
         return {heatmap: scan_figure(result), by_class: gr.Plot(by_consequence, visible=by_consequence is not None),
                 block: fmt.sequence_block(result.region, result.start, title="the region scanned"),

@@ -69,7 +69,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         def verdict_text(report, genomic, context_note: str) -> str:
             return "\n\n".join([fmt.variant_markdown(report, genomic, context_note),
                                  fmt.score_provenance(model, report.score),
-                                 fmt.trust_note(service.model(model), report.score.spec), fmt.RESEARCH_NOTE])
+                                 fmt.trust_note(service.model(model), report.score.spec,
+                                                fmt.variant_group(species, genome)), fmt.RESEARCH_NOTE])
 
         # what the context does not change is drawn once, and sent with every stage (an API client reads the
         # last one whole)

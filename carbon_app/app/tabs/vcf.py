@@ -54,7 +54,8 @@ def vcf_tab(page: Page) -> None:
         made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`. "
                 f"{result.spec.sentence()}" + (f" Context ±{context}." if context else "")
                 + " (Also in the VCF's header.)*")
-        text = "\n\n".join([fmt.vcf_markdown(result), made, fmt.trust_note(service.model(model), result.spec),
+        text = "\n\n".join([fmt.vcf_markdown(result), made,
+                              fmt.trust_note(service.model(model), result.spec, fmt.variant_group(species, genome)),
                               fmt.RESEARCH_NOTE])
         return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
 
