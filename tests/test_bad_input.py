@@ -224,3 +224,42 @@ def test_a_tag_scheme_file_of_the_wrong_shape_is_named(tmp_path):
     (tmp_path / "tag_scheme.json").write_text('{"species": ["mammal"]}')
     with pytest.raises(ModelError, match='"species" must map each key to its tag text'):
         load_tag_scheme(tmp_path)
+
+
+def test_a_vcf_without_a_header_is_named_without_the_servers_paths(tmp_path):
+    from carbon_app.assets import ASSETS
+
+    service = Service(ModelManager(device="cpu"), AppConfig(models=["carbon-demo"], output_dir=tmp_path / "out",
+                                                            genomes={"demo": ASSETS / "examples" / "hbb.fa"}))
+    (tmp_path / "out").mkdir()
+    headless = tmp_path / "uploads" / "no_header.vcf"
+    headless.parent.mkdir()
+    headless.write_text("HUMHBB_61001-64000\t1206\t.\tA\tT\t.\t.\t.\n")
+    with pytest.raises(InputError, match="no #CHROM header line") as refused:
+        service.score_vcf("carbon-demo", "demo", str(headless))
+    assert "no_header.vcf" in str(refused.value) and str(tmp_path) not in str(refused.value)
+
+
+def test_the_smaller_holes_each_get_a_named_message(tmp_path, monkeypatch, compact):
+    from carbon_app.app.tabs.design import mask_check
+    from carbon_app.assets import ASSETS
+    from carbon_app.core.coding import CodingSequence
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.vcf import score_vcf
+    from carbon_app.inference.score import score_variant
+
+    assert "the number of bases must be a whole number, not 'abc'" in mask_check("NNN", "abc")
+    monkeypatch.setenv("CARBON_MEMORY_BUDGET_GB", "abc")
+    with pytest.raises(InputError, match="CARBON_MEMORY_BUDGET_GB"):
+        ModelManager(device="cpu")
+    monkeypatch.delenv("CARBON_MEMORY_BUDGET_GB")
+    vcf = tmp_path / "in.vcf"
+    vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n")
+    reference = Reference(ASSETS / "examples" / "hbb.fa")
+    for out in ("missing_dir/x.vcf.gz", "missing_dir/x.vcf"):
+        with pytest.raises(InputError, match="does not exist: make it first"):
+            score_vcf(None, reference, vcf, tmp_path / out)
+    with pytest.raises(InputError, match="overlap or are out of order"):
+        CodingSequence.parse("1..3,2..4", "ACGTACGTAC")
+    with pytest.raises(InputError, match="the 100,001-base alternate allele does not fit"):
+        score_variant(compact, BASES, f"4:{BASES[3]}>{BASES[3]}" + "C" * 100_000)

@@ -201,3 +201,70 @@ def test_a_directory_that_exists_and_one_that_does_not_get_the_same_answer(probe
     assert present["status"] == absent["status"] != 200
     assert "is not one of this server's models" in present["text"]
     assert present["text"].replace(str(canary), "NAME") == absent["text"].replace(str(canary) + "-absent", "NAME")
+
+
+PEAK_CHILD = '''
+import resource, sys
+from pathlib import Path
+from carbon_app.app.service import AppConfig, Service
+from carbon_app.errors import InputError
+from carbon_app.model.manager import ModelManager
+
+service = Service(ModelManager(device="cpu"), AppConfig.from_env())
+try:
+    service.score_vcf("carbon-demo", "HBB-locus-demo", sys.argv[1])
+    print("scored")
+except InputError as exc:
+    print("refused:", exc)
+print("peak_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+'''
+
+
+def _peak(path: Path, tmp_path: Path) -> tuple[str, float]:
+    """What the server's VCF path says of an upload, and the peak memory of the process that read it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    out = subprocess.run([sys.executable, "-c", PEAK_CHILD, str(path)], cwd=REPO, capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "CARBON_OUTPUT_DIR": str(tmp_path / "out"),
+                                           "CARBON_MODEL": "", "HF_HUB_OFFLINE": "1"})
+    lines = out.stdout.strip().splitlines()
+    assert lines and lines[-1].startswith("peak_mb"), out.stderr[-2000:]
+    return lines[-2], float(lines[-1].split()[1])
+
+
+def _gzip_of(path: Path, head: bytes, piece: bytes, repeats: int) -> Path:
+    import gzip
+
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        out.write(head)
+        for _ in range(repeats):
+            out.write(piece)
+    return path
+
+
+def test_gzip_bombs_are_refused_by_what_they_expand_to_in_constant_memory(tmp_path):
+    """Three bombs, each a few hundred KB on the wire and hundreds of MB inside: header lines, one endless
+    line, blank lines. Each is refused, naming the limit, before any model is loaded, and the process that
+    read it peaks no higher than one that read a small VCF."""
+    column = b"#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+    small = tmp_path / "small.vcf"
+    small.write_bytes(b"##fileformat=VCFv4.2\n" + column + b"HUMHBB_61001-64000\t1206\t.\tA\tT\t.\t.\t.\n")
+    bombs = {
+        "header lines": _gzip_of(tmp_path / "headers.vcf.gz", b"", b"##x\n" * 2**16, 800),  # 200 MB of ##x
+        "one long line": _gzip_of(tmp_path / "line.vcf.gz", b"", b"#" * 2**18, 800),  # 200 MB, no newline
+        "blank lines": _gzip_of(tmp_path / "blank.vcf.gz", b"##fileformat=VCFv4.2\n" + column, b"\n" * 2**18, 800),
+    }
+    for path in bombs.values():
+        assert path.stat().st_size < 5 * 2**20  # within the upload limit: only what it expands to is too much
+    answer, baseline = _peak(small, tmp_path)
+    assert answer == "scored"  # the small one is scored: its peak includes the model, the bombs' do not need it
+    for kind, path in bombs.items():
+        answer, peak = _peak(path, tmp_path)
+        assert answer.startswith("refused:"), kind
+        assert {"header lines": "header lines", "one long line": "longer than", "blank lines": "blank lines"}[kind] \
+            in answer
+        assert peak < baseline + 40, (kind, peak, baseline)

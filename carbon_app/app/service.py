@@ -23,7 +23,7 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..genome.reference import Reference, configured_references
 from ..genome.scoring import GenomicScore, describe_at_stages
-from ..genome.vcf import VcfSummary, count_alts, score_vcf
+from ..genome.vcf import UploadLimits, VcfSummary, count_alts, score_vcf
 from ..inference.annotate import VariantReport, describe_stages, last, scan_consequences
 from ..inference.checks import design_reports
 from ..inference.generate import GenerationResult, generate_stream
@@ -51,6 +51,7 @@ class AppConfig:
     output_dir: Path
     genomes: dict[str, Path] = field(default_factory=dict)
     max_vcf_alts: int = 5000
+    upload_limits: UploadLimits = field(default_factory=UploadLimits)
 
     @classmethod
     def from_env(cls) -> AppConfig:
@@ -61,7 +62,9 @@ class AppConfig:
         out.mkdir(parents=True, exist_ok=True)
         genomes = configured_references() or {DEMO_GENOME: ASSETS / "examples" / "hbb.fa"}
         max_alts = whole_number(os.environ.get("CARBON_VCF_MAX_ALTS", "5000"), "CARBON_VCF_MAX_ALTS", 1)
-        return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts)
+        expanded = whole_number(os.environ.get("CARBON_VCF_MAX_EXPANDED_MB", "64"), "CARBON_VCF_MAX_EXPANDED_MB", 1)
+        return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts,
+                   upload_limits=UploadLimits(expanded_bytes=expanded * 2**20))
 
 
 class Service:
@@ -314,7 +317,7 @@ class Service:
         if path.stat().st_size > MAX_UPLOAD_BYTES:
             raise InputError(f"the uploaded VCF is larger than {MAX_UPLOAD_BYTES // 2**20} MB; the command line "
                              "(score-vcf) has no limit")
-        alts = count_alts(path)
+        alts = count_alts(path, self.config.upload_limits)  # before any model work, in constant memory
         if alts > self.config.max_vcf_alts:
             raise InputError(f"the VCF holds {alts:,} ALT alleles; this server scores at most "
                              f"{self.config.max_vcf_alts:,} at a time (the command line, score-vcf, has no limit)")

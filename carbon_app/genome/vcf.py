@@ -75,18 +75,54 @@ def _open_text(path: Path):
     return gzip.open(path, "rt") if path.suffix in (".gz", ".bgz") else open(path)
 
 
-def count_alts(path: str | Path) -> int:
-    """ALT alleles in a VCF, counted from its text (what a server checks against its limit before scoring)."""
-    count = 0
+@dataclass(frozen=True)
+class UploadLimits:
+    """What an uploaded VCF may expand to, checked while it is read, in constant memory: its size after
+    decompression (a gzip bomb is small only before), its header lines, its longest line, its blank lines."""
+
+    expanded_bytes: int = 64 * 2**20
+    header_lines: int = 20_000
+    line_bytes: int = 2**20
+    blank_lines: int = 10_000
+
+
+def count_alts(path: str | Path, limits: UploadLimits | None = None) -> int:
+    """ALT alleles in a VCF, counted from its text (what a server checks against its limit before scoring).
+    With `limits`, the file is read line by line in bounded pieces and refused, naming the limit, as soon as
+    it passes one: the memory it takes does not grow with what it expands to."""
+    path = Path(path)
+    count = expanded = headers = blanks = 0
     try:
-        with _open_text(Path(path)) as source:
-            for line in source:
-                if line.startswith("#") or not line.strip():
+        with (gzip.open(path, "rb") if path.suffix in (".gz", ".bgz") else open(path, "rb")) as source:
+            while True:
+                line = source.readline(limits.line_bytes + 1) if limits else source.readline()
+                if not line:
+                    break
+                if limits:
+                    expanded += len(line)
+                    if len(line) > limits.line_bytes:
+                        raise InputError(f"the VCF '{path.name}' has a line longer than "
+                                         f"{limits.line_bytes // 2**20} MB; this server reads no longer lines")
+                    if expanded > limits.expanded_bytes:
+                        raise InputError(f"the VCF '{path.name}' expands to more than "
+                                         f"{limits.expanded_bytes // 2**20} MB; this server scores smaller ones (the "
+                                         "command line, score-vcf, has no limit)")
+                if line.startswith(b"#"):
+                    headers += 1
+                    if limits and headers > limits.header_lines:
+                        raise InputError(f"the VCF '{path.name}' has more than {limits.header_lines:,} header lines; "
+                                         "this server reads no more")
                     continue
-                fields = line.split("\t", 5)
-                count += fields[4].count(",") + 1 if len(fields) > 4 else 1
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InputError(f"the VCF '{Path(path).name}' cannot be read: {exc}") from None
+                if not line.strip():
+                    blanks += 1
+                    if limits and blanks > limits.blank_lines:
+                        raise InputError(f"the VCF '{path.name}' has more than {limits.blank_lines:,} blank lines; "
+                                         "this server reads no more")
+                    continue
+                fields = line.split(b"\t", 5)
+                count += fields[4].count(b",") + 1 if len(fields) > 4 else 1
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"the VCF '{path.name}' cannot be read: {exc}") from None
     return count
 
 
@@ -144,9 +180,9 @@ def _prepare(vcf_in: Path, clean: Path, settings: str, context: int
                 alts += fields[4].count(",") + 1
                 out.write(line if line.endswith("\n") else line + "\n")
     except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InputError(f"the VCF '{vcf_in}' cannot be read: {exc}") from None
+        raise InputError(f"the VCF '{vcf_in.name}' cannot be read: {exc}") from None
     if column_line is None:
-        raise InputError(f"the VCF '{vcf_in}' has no #CHROM header line: is it a VCF?")
+        raise InputError(f"the VCF '{vcf_in.name}' has no #CHROM header line: is it a VCF?")
     added = [f"##contig=<ID={c}>" for c in sorted(used["contig"] - declared["contig"])]
     added += [f'##{kind}=<ID={key},Number=.,Type=String,Description="not declared in the input">'
               for kind in ("INFO", "FORMAT") for key in sorted(used[kind] - declared[kind])]
@@ -222,6 +258,11 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
     vcf_in, vcf_out = Path(vcf_in), Path(vcf_out)
     if not vcf_in.is_file():
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
+    for out in (vcf_out, Path(tsv_out) if tsv_out else None):
+        if out is not None and not out.parent.is_dir():
+            raise InputError(f"the folder of the output '{out}' does not exist: make it first")
+        if out is not None and out.is_dir():
+            raise InputError(f"the output '{out}' is a folder: name a file")
     scorer = scorer or LocalScorer(bundle, reference, resolve_spec(bundle, spec, **settings))
     spec, model_name = scorer.spec, scorer.model_name
     method, context = spec.method, spec.context

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ...core.dna import mask_from_template
+from ...core.validate import whole_number
 from ...errors import CarbonError
 from ...inference.generate import MAX_SAMPLES
 from .. import formatting as fmt
@@ -22,10 +23,11 @@ def mask_check(mask, n_bases) -> str:
         return "No mask: every position may be any base."
     try:
         length = len(mask_from_template(mask))
+        asked = whole_number(n_bases, "the number of bases", 0) if n_bases not in (None, "") else None
     except CarbonError as exc:
         return f"⚠️ {exc}"
-    if n_bases and length != int(n_bases):
-        return f"⚠️ the mask has {length:,} positions but {int(n_bases):,} bases are asked for"
+    if asked and length != asked:
+        return f"⚠️ the mask has {length:,} positions but {asked:,} bases are asked for"
     return f"✓ mask of {length:,} positions"
 
 
