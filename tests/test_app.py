@@ -683,6 +683,70 @@ def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(serve
     assert log.read_text().count("Traceback") == tracebacks  # neither visit raised in the app
 
 
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_a_link_that_asks_for_a_long_job_fills_the_form_and_waits_for_a_click(server):
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
+
+    query = urlencode({"genome": "HBB-locus-demo", "variant": f"{HBB['genome_contig']}:1206:A>T", "context": 999})
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _new_page(browser, 1400, 1600)
+        page.goto(f"{server}?{query}")
+        page.get_by_text("press Score variant to run it").first.wait_for()
+        box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
+        assert box.input_value() == f"{HBB['genome_contig']}:1206:A>T"  # the form is filled
+        page.wait_for_timeout(3000)
+        assert page.get_by_text("delta = LL(alt)").count() == 0  # and nothing was scored without a click
+        browser.close()
+
+
+MARKUP = ['<img src="http://127.0.0.1:9/evil.png" id="evil">', '<a href="http://127.0.0.1:9/evil" id="evil">Session '
+          'expired - sign in</a>', "[sign in](http://127.0.0.1:9/evil)"]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_markup_a_client_sends_is_shown_as_text_never_made_an_element(server):
+    """In a shared link and in every text field: what a client typed is shown, quoted, as text; no image is
+    fetched, no link or element is made of it."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
+
+    def no_element_made(page) -> None:
+        assert page.locator("#evil").count() == 0
+        assert page.locator("img[src*='evil'], a[href*='evil']").count() == 0
+
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        for markup in MARKUP:
+            page = _new_page(browser, 1400, 1600)
+            fetched = []
+            page.on("request", lambda request, fetched=fetched: fetched.append(request.url)
+                    if request.url.startswith("http://127.0.0.1:9/") else None)
+            page.goto(f"{server}?{urlencode({'genome': 'HBB-locus-demo', 'variant': markup, 'context': 0})}")
+            page.get_by_text("is not at genome coordinates").first.wait_for()  # the message quotes it as text
+            assert page.get_by_text(markup[:24], exact=False).count() > 0
+            no_element_made(page)
+            page.get_by_role("tab", name="Variant").click()
+            for label in ("Reference sequence (bases, FASTA or GenBank)", "…or the full alternate sequence"):
+                page.get_by_label(label, exact=True).fill(markup)
+            page.get_by_label("Genome", exact=True).first.fill(markup)
+            page.get_by_role("button", name="Score variant").click()
+            page.get_by_text("is chosen, so the variant is read from it").first.wait_for()
+            no_element_made(page)
+            page.get_by_role("tab", name="Design").click()
+            page.get_by_label("Per-position mask (IUPAC over the new bases, optional)", exact=True).fill(markup)
+            page.get_by_text("⚠️").first.wait_for()
+            no_element_made(page)
+            assert fetched == []
+            page.close()
+        browser.close()
+
+
 def test_a_constrained_design_through_the_api_meets_and_reports_its_constraints(client):
     from Bio.Seq import Seq
 

@@ -134,3 +134,17 @@ def test_the_trust_note_gives_a_human_variant_its_own_groups_figure_beside_the_p
     unknown = fmt.trust_note(bundle, resolve_spec(bundle), fmt.variant_group(None, None))  # a pasted sequence
     assert f"mammal {mammal:.2f}" in unknown and "such as this one" not in unknown
     assert fmt.variant_group("plant", "GRCh38") == "plant" and fmt.variant_group(None, "HBB-locus-demo") == "mammal"
+
+
+def test_a_shared_link_is_built_on_this_servers_own_page_only():
+    host = {"host": "127.0.0.1:7860"}
+    assert fmt.page_url({**host, "referer": "http://127.0.0.1:7860/?a=1"}) == "http://127.0.0.1:7860/?a=1"
+    for foreign in ("https://evil.example/", "javascript:alert(1)//127.0.0.1:7860", "", "ftp://127.0.0.1:7860/"):
+        assert fmt.page_url({**host, "referer": foreign}) is None
+    assert "](?genome=g&variant=v)" in fmt.share_link(None, genome="g", variant="v")  # relative: this page
+
+
+def test_text_a_client_sent_is_made_plain_for_markdown_and_html():
+    for markup in ('<img src="x" onerror="alert(1)">', "[sign in](http://evil)", "**bold** `code`"):
+        made = fmt.plain(markup)
+        assert "<" not in made and "](" not in made and "**" not in made

@@ -121,6 +121,15 @@ def verdict(scored) -> str:
             f"{scored.spec.sentence()} The windows lie within {scored.window_start:,}–{scored.window_end:,}.{indel}")
 
 
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+-.!|~>"})
+
+
+def plain(text) -> str:
+    """Text that may hold what a client typed, made safe to place in Markdown or HTML: nothing in it becomes
+    an element, a link or emphasis (a variant written `<img src=…>` or `[sign in](…)` shows as typed)."""
+    return html.escape(str(text), quote=True).translate(_MARKDOWN_SPECIAL)
+
+
 def ranking_pending(radius) -> str:
     """What the context line says while a delta is being ranked among the substitutions within `radius`."""
     return f"ranking it among every substitution within {int(radius):,} bases…"
@@ -168,6 +177,16 @@ def scan_provenance(model: str, scan) -> str:
             f"{delta_radius_words(scan.delta_radius).replace('the variant', 'each substitution')}.*")
 
 
+def page_url(headers: dict) -> str | None:
+    """The page a request came from (its Referer), trusted only when it is this server's own page: an http(s)
+    address on the host the request was sent to; else None, and the link is made relative."""
+    from urllib.parse import urlsplit
+
+    referer, host = headers.get("referer") or "", headers.get("host") or ""
+    parts = urlsplit(referer)
+    return referer if parts.scheme in ("http", "https") and host and parts.netloc == host else None
+
+
 def share_link(page_url: str | None, **query) -> str:
     """A link that opens the Variant tab on these inputs and scores them."""
     base = (page_url or "").split("?")[0].split("#")[0]
@@ -188,7 +207,9 @@ def vcf_rows(rows: list[list[str]]) -> list[list]:
 
 
 def vcf_markdown(summary) -> str:
-    return "\n".join(f"- {line}" for line in summary.lines())
+    """The summary's sentences as a list; they quote the VCF's own text (a malformed REF, a contig), so that is
+    shown as text."""
+    return "\n".join(f"- {plain(line)}" for line in summary.lines())
 
 
 #: genomes whose variants are human (a mammal, as the cards' groups name it)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass, field
 
@@ -32,8 +33,9 @@ def on_gpu(fn):
 
 
 def fail(exc: Exception):
-    """Bad input or a model problem: a message in the page, not a traceback."""
-    raise gr.Error(str(exc), print_exception=False)
+    """Bad input or a model problem: a message in the page, not a traceback. Gradio renders an error's
+    message as HTML and messages quote what the client sent, so it is escaped: markup shows as typed."""
+    raise gr.Error(html.escape(str(exc)), print_exception=False)
 
 
 def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:

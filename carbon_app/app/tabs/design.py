@@ -25,7 +25,7 @@ def mask_check(mask, n_bases) -> str:
         length = len(mask_from_template(mask))
         asked = whole_number(n_bases, "the number of bases", 0) if n_bases not in (None, "") else None
     except CarbonError as exc:
-        return f"⚠️ {exc}"
+        return f"⚠️ {fmt.plain(exc)}"
     if asked and length != asked:
         return f"⚠️ the mask has {length:,} positions but {asked:,} bases are asked for"
     return f"✓ mask of {length:,} positions"

@@ -12,6 +12,7 @@ from ..service import DEMO_GENOME, NO_GENOME, Service
 from .common import FREE, GPU, Page, fail, on_gpu, run_on_click, sequence_inputs
 
 CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
+LINK_CONTEXT_BASES = CONTEXT_BASES  # the widest context a shared link runs on opening, without a click
 
 
 def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
@@ -81,7 +82,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                     raise InputError(f"the genome {genome} is chosen, so the variant is read from it: clear the "
                                      "pasted sequence (or choose the genome 'none' to score within it)")
                 stages = service.score_at_stages(model, genome, change, cds, context, ranking, **options)
-                here = dict(request.headers).get("referer") if request else None
+                here = fmt.page_url(dict(request.headers) if request else {})
                 link = fmt.share_link(here, genome=genome, variant=(change or "").strip(), model=model, window=window,
                                       strand=int(bool(strand)), cds=cds, context=context)
             else:
@@ -100,7 +101,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                        files: service.variant_files(shown, data), raw: data}
         except (CarbonError, ValueError, OSError) as exc:
             if report is not None:  # the delta is on the page and stays there; the context line says why it stopped
-                yield {verdict: verdict_text(report, genomic, f"not ranked: {exc}")}
+                yield {verdict: verdict_text(report, genomic, f"not ranked: {fmt.plain(exc)}")}
             fail(exc)
 
     @on_gpu
@@ -124,9 +125,17 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
             except ValueError:
                 return text
 
+        asked_context = number("context", 0)
+        # a link runs on opening only what fits a small budget: one that asks for more (a wide context ranks
+        # thousands of substitutions) fills the form and waits for a click, so no link queues a long job for
+        # every visitor
+        runs = isinstance(asked_context, (int, float)) and 0 <= asked_context <= LINK_CONTEXT_BASES
         fields = {tabs: gr.Tabs(selected="variant"), genome: query.get("genome", NO_GENOME),
-                  change: query["variant"], cds: query.get("cds", ""), context: number("context", 0),
-                  reference: "", run_from_link: True}
+                  change: query["variant"], cds: query.get("cds", ""), context: asked_context,
+                  reference: "", run_from_link: runs}
+        if not runs:
+            fields[verdict] = (f"*This link asks for a context of {fmt.plain(asked_context)} bases, more than a link "
+                               f"runs by itself ({LINK_CONTEXT_BASES}): press **Score variant** to run it.*")
         # a setting the link leaves out stays the model's own
         if "window" in query:
             fields[window] = number("window", None)
@@ -153,5 +162,5 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     # a shared link (?genome=…&variant=…) opens this tab on its inputs and scores them
     run_from_link = gr.State(False)
     demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, cds, context, reference,
-                                run_from_link], api_visibility="private", queue=False).then(
+                                run_from_link, verdict], api_visibility="private", queue=False).then(
         variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", show_progress_on=share, **GPU)
