@@ -121,13 +121,14 @@ def verdict(scored) -> str:
             f"{scored.spec.sentence()} The windows lie within {scored.window_start:,}–{scored.window_end:,}.{indel}")
 
 
-_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+-.!|~>"})
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+-.!|~"})
 
 
 def plain(text) -> str:
     """Text that may hold what a client typed, made safe to place in Markdown or HTML: nothing in it becomes
-    an element, a link or emphasis (a variant written `<img src=…>` or `[sign in](…)` shows as typed)."""
-    return html.escape(str(text), quote=True).translate(_MARKDOWN_SPECIAL)
+    an element, a link or emphasis (a variant written `<img src=…>` or `[sign in](…)` shows as typed).
+    Markdown's marks are escaped first, then HTML's (<, > and &, which Markdown shows as the characters)."""
+    return html.escape(str(text).translate(_MARKDOWN_SPECIAL), quote=False)
 
 
 def ranking_pending(radius) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..assets import ASSETS
+from ..core.align import shared_ends
 from ..core.coding import CodingSequence, Consequence
 from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
@@ -361,12 +362,7 @@ def variant_from_sequences(reference: str, alternate: str) -> Variant:
     ref, alt = clean_sequence(reference, what="reference sequence"), alternate
     if ref == alt:
         raise InputError("the alternate sequence equals the reference")
-    head = 0
-    while head < min(len(ref), len(alt)) and ref[head] == alt[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(ref), len(alt)) - head and ref[-1 - tail] == alt[-1 - tail]:
-        tail += 1
+    head, tail = shared_ends(ref, alt)
     ref_core, alt_core = ref[head : len(ref) - tail], alt[head : len(alt) - tail]
     if not ref_core or not alt_core:  # an insertion or deletion: anchor on the base before (or after)
         if head > 0:

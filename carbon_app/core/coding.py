@@ -27,6 +27,7 @@ from Bio.Seq import Seq, reverse_complement  # not core.dna's: dna.py imports th
 from Bio.SeqUtils import seq3
 
 from ..errors import InputError
+from .align import shared_ends
 
 _RANGE = re.compile(r"^<?(\d+)(?:\.\.>?(\d+))?$")
 #: the classes in the order plots and tables show them
@@ -199,12 +200,7 @@ class CodingSequence:
     def hgvs_c(self, pos0: int, ref: str, alt: str) -> str:
         """A change (`ref` at `pos0` onward becomes `alt`, plus strand, VCF-style anchoring allowed) in HGVS c.
         notation on the CDS's strand: `c.20A>T`, `c.19_20del`, `c.19_20insT`, `c.19_21delinsAA`."""
-        head = 0
-        while head < min(len(ref), len(alt)) and ref[head] == alt[head]:
-            head += 1
-        tail = 0
-        while tail < min(len(ref), len(alt)) - head and ref[len(ref) - 1 - tail] == alt[len(alt) - 1 - tail]:
-            tail += 1
+        head, tail = shared_ends(ref, alt)
         gone, new = ref[head : len(ref) - tail], alt[head : len(alt) - tail]
         lo = pos0 + head  # first changed base (a deletion's) or, for an insertion, the base after the gap
         if not gone:  # an insertion between lo - 1 and lo
@@ -253,12 +249,7 @@ class CodingSequence:
                                protein=f"p.{_three(ref_protein[alt_stop])}{alt_stop + 1}Ter")
         # the residues that differ: what lies between the two proteins' shared start and shared end
         ref_p, alt_p = ref_protein[:ref_stop], alt_protein[: ref_stop + shift // 3]
-        i = 0
-        while i < min(len(ref_p), len(alt_p)) and ref_p[i] == alt_p[i]:
-            i += 1
-        j = 0
-        while j < min(len(ref_p), len(alt_p)) - i and ref_p[-1 - j] == alt_p[-1 - j]:
-            j += 1
+        i, j = shared_ends(ref_p, alt_p)
         gone, added = ref_p[i : len(ref_p) - j], alt_p[i : len(alt_p) - j]
 
         def named(k: int) -> str:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..core.align import shared_ends
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
 from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
@@ -231,12 +232,7 @@ class Variant:
         possible pair as substitutions and the remainder are gaps (None).
         """
         lr, la = len(self.ref), len(self.alt)
-        head = 0
-        while head < min(lr, la) and self.ref[head] == self.alt[head]:
-            head += 1
-        tail = 0
-        while tail < min(lr, la) - head and self.ref[lr - 1 - tail] == self.alt[la - 1 - tail]:
-            tail += 1
+        head, tail = shared_ends(self.ref, self.alt)
         core_ref, core_alt = lr - head - tail, la - head - tail
         pairs = [(i, i) for i in range(head)]
         pairs += [(head + i, head + i) for i in range(min(core_ref, core_alt))]
