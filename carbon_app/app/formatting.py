@@ -121,7 +121,8 @@ def verdict(scored) -> str:
             f"{scored.spec.sentence()} The windows lie within {scored.window_start:,}–{scored.window_end:,}.{indel}")
 
 
-_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()#+-.!|~"})
+#: the marks that make a link, an image, code or emphasis of text (a `(` or `!` alone makes nothing)
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]"})
 
 
 def plain(text) -> str:

@@ -34,8 +34,9 @@ def on_gpu(fn):
 
 def fail(exc: Exception):
     """Bad input or a model problem: a message in the page, not a traceback. Gradio renders an error's
-    message as HTML and messages quote what the client sent, so it is escaped: markup shows as typed."""
-    raise gr.Error(html.escape(str(exc)), print_exception=False)
+    message as HTML and messages quote what the client sent, so <, > and & are escaped: markup shows as typed
+    (an API client reads them as &lt; &gt; &amp;)."""
+    raise gr.Error(html.escape(str(exc), quote=False), print_exception=False)
 
 
 def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
