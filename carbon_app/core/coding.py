@@ -19,6 +19,7 @@ and call a repeated copy `dup`).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -148,6 +149,7 @@ class CodingSequence:
 
     # -- where a base lies: exons, introns, HGVS c. positions -------------------------------
 
+    @functools.cached_property
     def exons(self) -> list[tuple[int, int]]:
         """The CDS's exons in reading order, each as (index in the CDS of its first base, of its last)."""
         blocks, first = [], 0
@@ -168,7 +170,7 @@ class CodingSequence:
             return f"-{first - t}"
         if t > last:
             return f"*{t - last}"
-        for (_, end), (start, _) in zip(self.exons(), self.exons()[1:], strict=False):
+        for (_, end), (start, _) in zip(self.exons, self.exons[1:], strict=False):
             up, down = self.positions[end] * self.strand, self.positions[start] * self.strand
             if up < t < down:
                 return f"{end + 1}+{t - up}" if t - up <= down - t else f"{start + 1}-{down - t}"
@@ -179,7 +181,7 @@ class CodingSequence:
         bases of an intron's end) or None, for the introns between the CDS's exons."""
         t = pos0 * self.strand
         region = False
-        for (_, end), (start, _) in zip(self.exons(), self.exons()[1:], strict=False):
+        for (_, end), (start, _) in zip(self.exons, self.exons[1:], strict=False):
             up, down = self.positions[end] * self.strand, self.positions[start] * self.strand
             if up < t < down:
                 into = min(t - up, down - t)  # bases into the intron from its nearer end
@@ -190,7 +192,7 @@ class CodingSequence:
                 region = True
         return "splice-region" if region else None
 
-    @property
+    @functools.cached_property
     def _index(self) -> dict[int, int]:
         return {p: i for i, p in enumerate(self.positions)}
 

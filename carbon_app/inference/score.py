@@ -61,6 +61,7 @@ from .spec import (  # noqa: F401 (METHODS, parse_delta_radius: where callers ha
     OWN_RADIUS,
     ScoringSpec,
     check_method,
+    checked_delta_radius,
     parse_delta_radius,
     resolve_spec,
 )
@@ -95,11 +96,7 @@ def variant_method(model, method: str | None) -> str:
 def variant_delta_radius(model, delta_radius: int | str | None) -> int | None:
     """`delta_radius` checked (bases either side of the variant that its delta sums; None: the whole window),
     or (OWN_RADIUS) the model's own (`ModelBundle.variant_delta_radius`)."""
-    if delta_radius == OWN_RADIUS:
-        return model.variant_delta_radius
-    if delta_radius is None:
-        return None
-    return whole_number(delta_radius, "the delta's radius (bases either side of the variant)", 0)
+    return checked_delta_radius(model.variant_delta_radius, delta_radius)
 
 
 def context_room_bases(bundle: ModelBundle, prefix_text: str) -> int:
@@ -393,7 +390,7 @@ def score_variant(
     # the spec's window is what the context holds beside a substitution; an insertion's longer alternate
     # window takes its extra bases from it
     room = context_room_bases(bundle, prefix)
-    if la - lr >= room - lr:
+    if la >= room:  # not even the alternate allele alone fits beside the tags
         raise InputError(f"the {la:,}-base alternate allele does not fit the model's context ({room:,} bases "
                          "with the reference allele): score a shorter insertion")
     window = min(spec.window, room - max(la - lr, 0))

@@ -21,7 +21,7 @@ a delta by about half a nat, `score.py` says why).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..core.validate import whole_number
@@ -57,15 +57,16 @@ def measured_setup(model_dir: Path) -> dict:
         if not isinstance(data, dict) or set(data) - {*SETTINGS, "measured", "note"}:
             raise ModelError(f"{path} must be a JSON object with the keys {', '.join(SETTINGS)} (and 'measured')")
         return {**CARBON_EVALUATION, "measured": False, **data}
-    quality = _eval_quality(Path(model_dir))
+    quality = measured_quality(model_dir)
     if quality:
         setup = {key: quality[key] for key in ("window", "method", "delta_radius") if key in quality}
         return {**CARBON_EVALUATION, "strand_average": True, **setup, "measured": True}
     return {**CARBON_EVALUATION, "measured": False}
 
 
-def _eval_quality(model_dir: Path) -> dict | None:
-    path = model_dir / "eval.json"
+def measured_quality(model_dir: Path) -> dict | None:
+    """`eval.json`'s "quality" in a model directory (what the page shows beside a score), or None."""
+    path = Path(model_dir) / "eval.json"
     try:
         return json.loads(path.read_text()).get("quality") if path.exists() else None
     except (OSError, json.JSONDecodeError, AttributeError):
@@ -116,9 +117,6 @@ class ScoringSpec:
         return [f"{words[key]} {_shown(key, getattr(self, key))} (measured: {_shown(key, getattr(measured, key))})"
                 for key in SETTINGS if getattr(self, key) != getattr(measured, key)]
 
-    def without_context(self) -> ScoringSpec:
-        return replace(self, context=0)
-
 
 def _shown(key: str, value) -> str:
     if key == "strand_average":
@@ -138,6 +136,18 @@ def parse_delta_radius(text: str) -> int | None:
     return int(text)
 
 
+def checked_delta_radius(own: int | None, delta_radius: int | str | None) -> int | None:
+    """`delta_radius` checked (bases either side of the variant its delta sums; None or "whole": the whole
+    window), or `own` (the model's) for OWN_RADIUS."""
+    if delta_radius == OWN_RADIUS:
+        return own
+    if isinstance(delta_radius, str):
+        delta_radius = parse_delta_radius(delta_radius)
+    if delta_radius is None:
+        return None
+    return whole_number(delta_radius, "the delta's radius (bases either side of the variant)", 0)
+
+
 def resolve_spec(bundle, spec: ScoringSpec | None = None, *, window=None, frames=None, strand_average=None,
                  method=None, delta_radius=OWN_RADIUS, species=None, region=None, context=None) -> ScoringSpec:
     """The one place a scoring setup is made: `spec` as it is when given (nothing else may be), else each
@@ -152,12 +162,7 @@ def resolve_spec(bundle, spec: ScoringSpec | None = None, *, window=None, frames
     frames = own["frames"] if frames is None else frames
     frames = bundle.k if frames is None else whole_number(frames, "frames", 1, bundle.k)
     method = check_method(own["method"] if method is None else method)
-    if delta_radius == OWN_RADIUS:
-        delta_radius = own["delta_radius"]
-    elif isinstance(delta_radius, str):
-        delta_radius = parse_delta_radius(delta_radius)
-    if delta_radius is not None:
-        delta_radius = whole_number(delta_radius, "the delta's radius (bases either side of the variant)", 0)
+    delta_radius = checked_delta_radius(own["delta_radius"], delta_radius)
     asked = whole_number(own["window"] if window is None else window, "the window (bases)", 1)
     prefix = bundle.tags.prefix(species, region)
     room = context_room_bases(bundle, prefix)

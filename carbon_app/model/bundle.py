@@ -20,18 +20,9 @@ import torch
 from ..core.tags import TagScheme, load_tag_scheme
 from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
-from ..inference.spec import measured_setup
+from ..inference.spec import measured_quality, measured_setup  # noqa: F401 (measured_quality: its old home)
 from .decoder import LeanDecoder, attention_kernels
 from .hub import draft_for, resolve_model_dir
-
-
-def measured_quality(model_dir: Path) -> dict | None:
-    """`eval.json`'s "quality" in a model directory (what the page shows beside a score), or None."""
-    path = model_dir / "eval.json"
-    try:
-        return json.loads(path.read_text()).get("quality") if path.exists() else None
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def quality_method(quality: dict | None) -> str:
