@@ -43,6 +43,7 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
     note = fmt.trust_note(measured_bundle, resolve_spec(measured_bundle, method="chain"))  # each method's own figures
     assert "**demo model**" in note and "exact chain rule" in note and "AUROC 0.75" in note and "AUROC 0.52" in note
     assert "1,200-base" in note
+    assert "held-out genes of its own evaluation set" in note and "close to chance" in note  # not overstated
     note = fmt.trust_note(measured_bundle, resolve_spec(measured_bundle, method="marginal"))
     assert "reference FNS marginals" in note and "AUROC 0.61" in note and "AUROC 0.42" in note
     (measured / "eval.json").write_text(json.dumps({"quality": {  # an older card: the marginals only

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pysam
@@ -37,7 +38,7 @@ def genome(tmp_path_factory):
 
 def test_every_usual_form_of_a_variant_reads_the_same():
     expected = GenomicVariant("chr11", 1206, "A", "T")
-    for text in ("chr11:1206:A>T", "chr11:1206 A>T", "chr11:1,206:a>t", "chr11-1206-A-T", "chr11:g.1206A>T",
+    for text in ("chr11:1206:A>T", "chr11:1206 A>T", "chr11:1,206:a>t", "chr11-1206-A-T",
                  "chr11\t1206\trs334\tA\tT\t.\tPASS\t."):
         assert parse_genomic(text) == expected, text
     assert parse_genomic("11 1206 . A T") == GenomicVariant("11", 1206, "A", "T")  # a VCF line pasted with spaces
@@ -47,6 +48,24 @@ def test_every_usual_form_of_a_variant_reads_the_same():
                           ("chr11\t1206\t.\tA\tT,G", "several ALT alleles"), ("", "empty")):
         with pytest.raises(InputError, match=message):
             parse_genomic(text)
+
+
+def test_hgvs_names_on_a_contig_are_placed_on_its_bases(genome):
+    reference = Reference(genome, "mini")
+    cds = json.loads((ASSETS / "examples" / "hbb.json").read_text())["hbb_cds"]
+    for text, expected in (("chr11:g.1206A>T", GenomicVariant("chr11", 1206, "A", "T")),
+                           ("11:g.1206A>T", GenomicVariant("11", 1206, "A", "T")),
+                           ("chr11:g.1205_1206del", GenomicVariant("chr11", 1204, "TGA", "T")),
+                           ("chr11:c.20A>T", GenomicVariant("chr11", 1206, "A", "T")),
+                           ("chr11:c.92+1G>A", GenomicVariant("chr11", 1279, "G", "A"))):
+        variant = parse_genomic(text, reference, cds)
+        assert variant == expected and variant.hgvs == text and variant.label == f"{text} ({expected})"
+    for text, message in (("chr11:c.20A>T", "none is given"), ("chr7:g.5A>T", "not in the reference genome"),
+                          ("g.1206A>T", "which contig"), ("chr11:g.1206G>T", "sequence has A")):
+        with pytest.raises(InputError, match=message):
+            parse_genomic(text, reference, cds if "c." not in text else None)
+    with pytest.raises(InputError, match="no genome is given"):
+        parse_genomic("chr11:g.1206A>T")
 
 
 def test_a_bgzipped_reference_is_indexed_and_its_contigs_answer_to_either_spelling(genome):
@@ -142,18 +161,20 @@ def test_a_vcf_batch_writes_every_record_in_order_with_its_delta_or_its_problem(
     assert by_id["sv"].info["SVTYPE"] == ("DEL",)  # other INFO passes through (undeclared: as htslib reads it)
     multi = by_id["multi"]
     assert len(multi.info["CARBON_DELTA"]) == 2 and multi.samples["S1"]["GT"] == (1, 2) and multi.info["DP"] == 7
-    # every delta equals a single call at the same coordinates
+    rows = (tmp_path / "out.tsv").read_text().splitlines()
+    windows = {(r[1], r[2], r[5]): (r[10], r[11]) for r in (row.split("\t") for row in rows[1:])}
+    # every delta equals a single call at the same coordinates, read in the same windows the TSV names
     for record in records[::7] + [multi, by_id["del"]]:
         for alt, delta in zip(record.alts, record.info["CARBON_DELTA"], strict=True):
             if delta is not None:
                 alone = score_at(compact, reference, f"{record.chrom}:{record.pos}:{record.ref}>{alt}", window=WINDOW)
                 assert delta == pytest.approx(alone.delta, abs=1e-4)
+                assert windows[record.chrom, str(record.pos), alt] == (str(alone.window_start), str(alone.window_end))
     assert summary.scored == sum(d is not None for r in records for d in r.info["CARBON_DELTA"])
     assert seen[-1] == (summary.alts, summary.alts) and all(a[0] <= a[1] for a in seen)
-    rows = (tmp_path / "out.tsv").read_text().splitlines()
     assert rows[0].split("\t") == ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message",
-                                   "more_damaging_than"]
-    assert all(len(r.split("\t")) == 10 for r in rows)
+                                   "more_damaging_than", "window_start", "window_end"]
+    assert all(len(r.split("\t")) == 12 for r in rows)
     assert len(rows) == 1 + summary.alts + 1  # a row per ALT, and one for the line that is not a record
     assert [int(r.split("\t")[0]) for r in rows[1:]] == sorted(int(r.split("\t")[0]) for r in rows[1:])
     assert any("\tmalformed\tPOS 'abc' is not a position" in r for r in rows)

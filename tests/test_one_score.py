@@ -28,6 +28,7 @@ HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
 FASTA = REPO / "assets" / "examples" / "hbb.fa"
 CONTIG = HBB["genome_contig"]
 NAMED = {"HbS": "1206:A>T", "HbC": "1205:G>A", "HbE": "1265:G>A", "IVS-I-1": "1279:G>A"}
+HGVS = {"HbS": "c.20A>T", "HbC": "c.19G>A", "HbE": "c.79G>A", "IVS-I-1": "c.92+1G>A"}  # the same, on HBB's CDS
 SCAN = (1180, 1300)  # the region the random substitutions come from: exon 1, its donor and the start of intron 1
 
 
@@ -80,6 +81,12 @@ def test_the_command_line_scores_each_variant_as_the_notebook_does(notebook, cap
         scored = _cli_json(capsys, ["score", "--fasta", str(FASTA), "--variant", text])
         assert scored["delta"] == pytest.approx(notebook[text], abs=1e-4), text
         assert scored["spec"]["window"] == 1200 and scored["spec"]["strand_average"]  # the model's own
+    for name, hgvs in HGVS.items():  # named in HGVS, in the sequence and at the contig's coordinates
+        scored = _cli_json(capsys, ["score", "--fasta", str(FASTA), "--variant", hgvs, "--cds", HBB["hbb_cds"]])
+        assert scored["delta"] == pytest.approx(notebook[NAMED[name]], abs=1e-4) and scored["hgvs"] == hgvs
+        at = _cli_json(capsys, ["score", "--reference", str(FASTA), "--variant", f"{CONTIG}:{hgvs}", "--cds",
+                                HBB["hbb_cds"]])
+        assert at["delta"] == pytest.approx(notebook[NAMED[name]], abs=1e-4) and at["hgvs"] == f"{CONTIG}:{hgvs}"
     scan = _cli_json(capsys, ["scan", "--fasta", str(FASTA), "--start", str(SCAN[0]), "--end", str(SCAN[1])])
     by_change = {f"{pos}:{ref}>{alt}": delta for pos, ref, alt, delta in scan["rows"]}
     for text in VARIANTS.values():
@@ -127,6 +134,13 @@ def test_the_pages_variant_and_vcf_tabs_score_each_variant_as_the_notebook_does(
                              genome="HBB-locus-demo",
                              context=0, api_name="/score_variant")
         assert out[-1]["delta"] == pytest.approx(notebook[NAMED["HbS"]], abs=1e-4)
+        for change, genome in ((HGVS["IVS-I-1"], "none"), (f"{CONTIG}:{HGVS['IVS-I-1']}", "HBB-locus-demo")):
+            out = client.predict(reference=sequence if genome == "none" else "", upload=None, change=change,
+                                 alternate="", cds=HBB["hbb_cds"], genome=genome, context=0, api_name="/score_variant")
+            assert out[-1]["delta"] == pytest.approx(notebook[NAMED["IVS-I-1"]], abs=1e-4), change
+            # the name echoed (as the page's Markdown writes a '>'), its consequence named
+            assert out[-1]["hgvs"] == change and f"{change.replace('>', '&gt;')} (" in out[0]
+            assert "splice-site [c.92+1G>A]" in out[0]
         vcf = tmp_path / "variants.vcf"
         _vcf(vcf)
         summary, _, _, files = client.predict(genome="HBB-locus-demo", upload=handle_file(str(vcf)),

@@ -14,7 +14,8 @@ from carbon_app.genome.coordinates import parse_genomic
 from carbon_app.genome.reference import Reference
 from carbon_app.genome.scoring import score_batch
 from carbon_app.inference.scan import scan_substitutions
-from carbon_app.inference.score import Variant, score_sequence, score_variant, variant_window
+from carbon_app.inference.score import Variant, score_sequence, score_variant, variant_passes, variant_window
+from carbon_app.inference.spec import resolve_spec
 from carbon_app.model.bundle import load_bundle
 
 SEQ = (
@@ -124,17 +125,16 @@ def test_strand_averaging_is_symmetric(compact, variant):
 
 
 @pytest.mark.parametrize("variant", ["18:T>A", "57:GA>G", "90:C>CTT"])
-def test_other_methods_read_the_same_passes_as_scoring_with_each(compact, variant):
-    both = score_variant(compact, SEQ, variant, window=51, strand_average=True, method="chain",
-                         other_methods=("marginal",))
-    chain = score_variant(compact, SEQ, variant, window=51, strand_average=True, method="chain")
+def test_an_evaluations_other_readings_come_from_the_same_passes_as_scoring_with_each(compact, variant):
+    spec = resolve_spec(compact, window=51, strand_average=True, method="chain")
+    passes = variant_passes(compact, SEQ, variant, spec, methods=("chain", "marginal"))
+    chain = score_variant(compact, SEQ, variant, spec=spec)
     marginal = score_variant(compact, SEQ, variant, window=51, strand_average=True, method="marginal")
-    assert both.delta == chain.delta and both.ref_logprobs == chain.ref_logprobs  # its own reading unchanged
-    assert both.other_deltas == {"marginal": pytest.approx(marginal.delta, abs=1e-9)}
+    assert passes.delta("chain", spec.delta_radius) == pytest.approx(chain.delta, abs=1e-9)
+    assert passes.delta("marginal", spec.delta_radius) == pytest.approx(marginal.delta, abs=1e-9)
     assert marginal.delta != pytest.approx(chain.delta, abs=1e-6)  # two readings that differ, not one twice
-    assert chain.other_deltas == {}
     with pytest.raises(InputError, match="scoring method"):
-        score_variant(compact, SEQ, variant, other_methods=("bayes",))
+        variant_passes(compact, SEQ, variant, spec, methods=("bayes",))
 
 
 def test_window_is_centred_clipped_and_capped(compact):
@@ -210,10 +210,10 @@ def test_a_delta_within_a_radius_sums_the_aligned_track_that_near_the_variant(co
     window is every radius wide enough to hold it: checked against the per-base track the tab plots."""
     site = 31
     variant = f"{site}:{SEQ[site - 1]}>{'A' if SEQ[site - 1] != 'A' else 'C'}"
-    whole = score_variant(compact, SEQ, variant, window=60, method=method, delta_radius=None, strand_average=True,
-                          other_delta_radii=(0, 5, 100))
+    whole = score_variant(compact, SEQ, variant, window=60, method=method, delta_radius=None, strand_average=True)
+    passes = variant_passes(compact, SEQ, variant, whole.spec)
     assert whole.delta_radius is None
-    assert whole.deltas_by_radius[100] == pytest.approx(whole.delta, abs=1e-9)
+    assert passes.delta(method, 100) == pytest.approx(whole.delta, abs=1e-9)
     for delta_radius in (0, 5, 13):
         near = score_variant(compact, SEQ, variant, window=60, method=method, delta_radius=delta_radius,
                              strand_average=True)
@@ -221,8 +221,7 @@ def test_a_delta_within_a_radius_sums_the_aligned_track_that_near_the_variant(co
                                                near.aligned_alt_logprobs, strict=True) if abs(p - site) <= delta_radius)
         assert near.delta_radius == delta_radius and near.delta == pytest.approx(by_hand, abs=1e-6)
         assert near.frame_deltas != whole.frame_deltas
-        if delta_radius in whole.deltas_by_radius:
-            assert whole.deltas_by_radius[delta_radius] == pytest.approx(near.delta, abs=1e-9)
+        assert passes.delta(method, delta_radius) == pytest.approx(near.delta, abs=1e-9)
     # an indel's radius is counted from both ends of its REF allele
     deletion = score_variant(compact, SEQ, f"30:{SEQ[29:33]}>{SEQ[29]}", window=60, method=method, delta_radius=2)
     kept = [p for p, r, a in zip(deletion.aligned_ref_pos, deletion.aligned_ref_logprobs,

@@ -252,7 +252,7 @@ def _score(args) -> dict:
     report = describe_variant(bundle, sequence, args.variant, _coding(args, sequence), args.context,
                               **_settings(args))
     if not args.json:
-        _print_variant(str(report.score.variant), report, f"{report.score.window_start}-{report.score.window_end}")
+        _print_variant(report.score.variant.label, report, f"{report.score.window_start}-{report.score.window_end}")
     return {**report.to_dict(), "model_quality": bundle.quality}
 
 
@@ -268,7 +268,7 @@ def _score_at(args) -> dict:
     bundle = _bundle(args)
     scored, report = describe_at(bundle, reference, args.variant, args.cds, args.context, **_settings(args))
     if not args.json:
-        _print_variant(f"{scored.variant} ({reference.name})", report,
+        _print_variant(f"{scored.variant.label} on {reference.name}", report,
                        f"{scored.contig}:{scored.window_start}-{scored.window_end}", scored.notes)
     return {**scored.to_dict(), **{k: v for k, v in report.to_dict().items() if k in ("consequence", "context")},
             "model_quality": bundle.quality}

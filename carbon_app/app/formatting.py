@@ -143,9 +143,11 @@ def variant_markdown(report, genomic=None, context_note: str = "") -> str:
     parts = [verdict(genomic.placed if genomic is not None else report.score)]
     where, offset = "", 0
     if genomic is not None:
-        parts.append(f"**{genomic.variant}** on **{genomic.reference}** (positions on {genomic.contig})."
-                     + "".join(f" *Note: {note}.*" for note in genomic.notes))
+        parts.append(f"**{plain(genomic.variant.label)}** on **{genomic.reference}** (positions on "
+                     f"{genomic.contig})." + "".join(f" *Note: {note}.*" for note in genomic.notes))
         where, offset = f" of {genomic.contig}", genomic.offset
+    else:
+        parts.append(f"**{plain(report.score.variant.label)}**")
     if report.consequence is not None:
         parts.append(f"**Consequence:** {report.consequence}")
     if report.context is not None:
@@ -196,7 +198,8 @@ def share_link(page_url: str | None, **query) -> str:
     return f"[Link to this result]({url}) (opens the page on these inputs and scores them)\n\n`{url}`"
 
 
-VCF_TABLE_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "more damaging than", "problem", "message"]
+VCF_TABLE_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "more damaging than", "problem", "message",
+                     "window scored"]
 
 
 def vcf_rows(rows: list[list[str]]) -> list[list]:
@@ -204,8 +207,8 @@ def vcf_rows(rows: list[list[str]]) -> list[list]:
     def number(text: str, kind=float):
         return kind(text) if text else None
 
-    return [[number(r[0], int), r[1], number(r[2], int), r[3], r[4], r[5], number(r[6]), number(r[9]), r[7], r[8]]
-            for r in rows]
+    return [[number(r[0], int), r[1], number(r[2], int), r[3], r[4], r[5], number(r[6]), number(r[9]), r[7], r[8],
+             f"{int(r[10]):,}–{int(r[11]):,}" if r[10] else ""] for r in rows]
 
 
 def vcf_markdown(summary) -> str:
@@ -268,7 +271,9 @@ def trust_note(bundle, spec, group: str | None = None) -> str:
             + ("" if not whole else "; pooled and summed over the whole window, "
                f"{whole['stop_gain_vs_synonymous_auroc']:.2f} and {whole['splice_site_vs_deep_intronic_auroc']:.2f}")
             + "."
-            + (" Do not read its scores as evidence." if quality.get("demo") else "") + "*")
+            + (" These figures come from held-out genes of its own evaluation set; on independent data, such as "
+               "saturation-editing assays of human genes, a model this small can rank variants close to chance. "
+               "Do not read its scores as evidence." if quality.get("demo") else "") + "*")
 
 
 def parameters(count: int) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..assets import ASSETS
-from ..core.align import shared_ends
+from ..core.align import anchored, shared_ends
 from ..core.coding import CodingSequence, Consequence
 from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
@@ -363,11 +363,4 @@ def variant_from_sequences(reference: str, alternate: str) -> Variant:
     if ref == alt:
         raise InputError("the alternate sequence equals the reference")
     head, tail = shared_ends(ref, alt)
-    ref_core, alt_core = ref[head : len(ref) - tail], alt[head : len(alt) - tail]
-    if not ref_core or not alt_core:  # an insertion or deletion: anchor on the base before (or after)
-        if head > 0:
-            head -= 1
-            ref_core, alt_core = ref[head] + ref_core, ref[head] + alt_core
-        else:
-            ref_core, alt_core = ref_core + ref[len(ref_core)], alt_core + ref[len(ref_core)]
-    return Variant(head + 1, ref_core, alt_core)
+    return Variant(*anchored(ref, head, len(ref) - tail, alt[head : len(alt) - tail]))

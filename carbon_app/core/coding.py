@@ -176,6 +176,31 @@ class CodingSequence:
                 return f"{end + 1}+{t - up}" if t - up <= down - t else f"{start + 1}-{down - t}"
         raise AssertionError("a position inside the CDS's span lies in an exon or an intron")
 
+    def sequence_position(self, number: int, after_stop: bool = False, into_intron: int = 0) -> int:
+        """The 0-based sequence position of HGVS c. position `number` (`*number` with `after_stop`), moved
+        `into_intron` bases into the intron beside it (`92+1`: 92, 1; `93-2`: 93, -2): `c_position`'s inverse."""
+        if after_stop:
+            t, written = self.positions[-1] * self.strand + number, f"*{number}"
+        elif number < 0:
+            t, written = self.positions[0] * self.strand + number, str(number)
+        elif 1 <= number <= len(self.positions):
+            t, written = self.positions[number - 1] * self.strand, str(number)
+        else:
+            raise InputError(f"c.{number} lies beyond the coding sequence's {len(self.positions):,} bases "
+                             f"(c.1 to c.{len(self.positions)}; c.*N counts past its stop)")
+        if into_intron:
+            written += f"{into_intron:+d}"
+            index = number - 1 if 1 <= number <= len(self.positions) and not after_stop else None
+            ends = [end for _, end in self.exons[:-1]] if into_intron > 0 else [start for start, _ in self.exons[1:]]
+            if index not in ends:
+                side = "last base of an exon followed" if into_intron > 0 else "first base of an exon preceded"
+                raise InputError(f"c.{written} counts into an intron from c.{number}, which is not the {side} by "
+                                 "one of the coding sequence's introns")
+            t += into_intron
+            if (t * self.strand) in self._index:
+                raise InputError(f"c.{written} runs past its intron into the next exon")
+        return t * self.strand  # may lie off the sequence, beyond a UTR: the caller, which has it, checks
+
     def splice_place(self, pos0: int) -> str | None:
         """'splice-site' (an intron's first or last two bases), 'splice-region' (within 3 exonic or 8 intronic
         bases of an intron's end) or None, for the introns between the CDS's exons."""
@@ -220,15 +245,25 @@ class CodingSequence:
         if len(ref) == len(alt) == 1:
             return self.consequence(sequence, pos0, alt)
         hgvs = self.hgvs_c(pos0, ref, alt)
-        touched = range(pos0, pos0 + max(len(ref), 1))
+        head, tail = shared_ends(ref, alt)
+        # the bases it removes or replaces (not a VCF anchor); an insertion: its anchor, the base before it
+        touched = range(pos0 + head, pos0 + len(ref) - tail) if len(ref) - tail > head else range(pos0, pos0 + 1)
         places = {self.splice_place(p) for p in touched}
         index = self._index
         coding = [index[p] for p in touched if p in index]
-        if "splice-site" in places or (coding and len(coding) < len(touched) and len(ref) != len(alt)):
+        span_lo, span_hi = sorted((self.positions[0], self.positions[-1]))
+        outside = [p for p in touched if p not in index]
+        across_intron = any(span_lo < p < span_hi for p in outside)
+        if "splice-site" in places or (coding and across_intron and len(ref) != len(alt)):
             return Consequence("splice-site", hgvs_c=hgvs)  # an intron's end, or a change across an exon's edge
         region = "splice-region" in places
         if not coding:
             return Consequence("splice-region" if region else "non-coding", hgvs_c=hgvs)
+        if outside and len(ref) != len(alt):  # across the CDS's first or last base, into a UTR
+            if min(coding) < 3:
+                return Consequence("start-loss", 1, hgvs_c=hgvs, splice_region=region, protein="p.Met1?")
+            return Consequence("stop-loss", len(self.positions) // 3, hgvs_c=hgvs, splice_region=region,
+                               protein=f"p.Ter{len(self.positions) // 3}ext*?")
         cds = "".join(self._strand_bases(sequence[p]) for p in self.positions)
         shift = len(alt) - len(ref)
         start, end = min(coding), max(coding)  # the changed stretch, in CDS order
@@ -240,10 +275,12 @@ class CodingSequence:
         new_cds = cds[:start] + self._strand_bases(edited[lo - base : hi + 1 + shift - base]) + cds[end + 1 :]
         ref_protein = str(Seq(cds[: len(cds) // 3 * 3]).translate())
         first_aa = start // 3
-        if shift % 3:
-            return Consequence("frameshift", first_aa + 1, hgvs_c=hgvs, splice_region=region,
-                               protein=f"p.{_three(ref_protein[first_aa])}{first_aa + 1}fs")
         alt_protein = str(Seq(new_cds[: len(new_cds) // 3 * 3]).translate())
+        if shift % 3:  # named by the first residue it changes (HGVS), which may lie past the changed bases
+            changed = min(shared_ends(ref_protein, alt_protein)[0], len(ref_protein) - 1)
+            changed = max(changed, first_aa)
+            return Consequence("frameshift", changed + 1, hgvs_c=hgvs, splice_region=region,
+                               protein=f"p.{_three(ref_protein[changed])}{changed + 1}fs")
         ref_stop = ref_protein.find("*") if "*" in ref_protein else len(ref_protein)
         alt_stop = alt_protein.find("*")
         if alt_stop != -1 and alt_stop < ref_stop + shift // 3:  # a stop before the one the CDS ends with

@@ -1,7 +1,8 @@
 """Variants at genome coordinates, in the forms people paste them, and their windows cut from a genome.
 
     chr17:41245466:G>A     chr17:41245466 G>A     chr17-41245466-G-A
-    17:g.41245466G>A       a VCF data line (CHROM POS ID REF ALT ...)
+    a VCF data line (CHROM POS ID REF ALT ...)
+    17:g.41245466G>A       17:g.41245466_41245467del     chr11:c.20A>T (HGVS, core.hgvs; c. on a CDS)
 
 Indels use VCF's convention (the anchor base before the event is in REF and
 ALT: chr17:41245465:AG>A). The window is cut from the reference around the
@@ -12,18 +13,20 @@ variant by the engine's own centring rule, so a delta at coordinates equals
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..core.coding import CodingSequence
+from ..core.hgvs import hgvs_change, hgvs_parts
 from ..errors import InputError
-from .reference import Reference
+from .reference import ContigBases, Reference
 
 _CONTIG = r"(?P<contig>[A-Za-z0-9_.\-]*?[A-Za-z0-9_.])"
 _FORMS = [
     re.compile(rf"^{_CONTIG}:(?P<pos>[\d,]+)\s*[:\s]\s*(?P<ref>[A-Za-z]+)\s*>\s*(?P<alt>[A-Za-z]+)$"),
     re.compile(rf"^{_CONTIG}-(?P<pos>\d+)-(?P<ref>[A-Za-z]+)-(?P<alt>[A-Za-z]+)$"),
-    re.compile(rf"^{_CONTIG}:g\.(?P<pos>\d+)(?P<ref>[A-Za-z])>(?P<alt>[A-Za-z])$"),
 ]
-FORMS_TEXT = "chr17:41245466:G>A, chr17:41245466 G>A, chr17-41245466-G-A, 17:g.41245466G>A or a VCF data line"
+FORMS_TEXT = ("chr17:41245466:G>A, chr17:41245466 G>A, chr17-41245466-G-A, a VCF data line, or in HGVS on a contig: "
+              "17:g.41245466G>A, 17:g.41245466_41245467del, or chr11:c.20A>T with the CDS on that contig")
 MOSTLY_N = 0.5  # a window more than half unsequenced (N) is not scored
 
 
@@ -44,16 +47,27 @@ class GenomicVariant:
     pos: int
     ref: str
     alt: str
+    hgvs: str = field(default="", compare=False)  # the HGVS name it was given by ('' for the other forms)
 
     def __str__(self) -> str:
         return f"{self.contig}:{self.pos}:{self.ref}>{self.alt}"
 
+    @property
+    def label(self) -> str:
+        """How to show it: as given, with the change it names where it was given as an HGVS name."""
+        return f"{self.hgvs} ({self})" if self.hgvs else str(self)
 
-def parse_genomic(text: str) -> GenomicVariant:
-    """One variant at genome coordinates from any of the usual forms, or InputError naming the forms."""
+
+def parse_genomic(text: str, reference: Reference | None = None, cds: str | None = None) -> GenomicVariant:
+    """One variant at genome coordinates from any of the usual forms, or InputError naming the forms. An HGVS
+    name (`chr11:g.5227002T>A`, `chr11:c.20A>T` counted on `cds`, in that contig's coordinates) is placed on
+    `reference`."""
     if text is None or not str(text).strip():
         raise InputError(f"the variant is empty; write it as {FORMS_TEXT}")
     raw = str(text).strip()
+    named = hgvs_parts(raw)
+    if named:
+        return _placed(*named, reference, cds)
     fields = raw.split()
     if len(fields) >= 5 and fields[1].isdigit():  # a VCF data line (tabs, or spaces once pasted)
         contig, pos, _, ref, alt = fields[:5]
@@ -70,6 +84,20 @@ def parse_genomic(text: str) -> GenomicVariant:
             return _checked(match.group("contig"), pos, match.group("ref"), match.group("alt"), raw)
     shown = " ".join(raw.split())[:60]
     raise InputError(f"the variant '{shown}' is not at genome coordinates; write it as {FORMS_TEXT}")
+
+
+def _placed(contig: str, name: str, reference: Reference | None, cds: str | None) -> GenomicVariant:
+    """An HGVS name on a contig of `reference`, as the change it makes there."""
+    if not contig:
+        raise InputError(f"'{name}' does not say which contig it is on: write it as chr11:{name}")
+    if reference is None:
+        raise InputError(f"'{contig}:{name}' is placed on a genome's bases, and no genome is given")
+    try:
+        bases = ContigBases(reference, reference.contig(contig))
+    except InputError as exc:
+        raise VariantProblem("unknown_contig", str(exc)) from None
+    coding = CodingSequence.parse(cds, bases) if cds and cds.strip() else None
+    return GenomicVariant(contig, *hgvs_change(name, bases, coding), hgvs=f"{contig}:{name}")
 
 
 def _checked(contig: str, pos: int, ref: str, alt: str, raw: str) -> GenomicVariant:

@@ -21,7 +21,7 @@ from ..core.dna import BASES
 from ..inference.annotate import VariantReport, describe_stages, describe_variant, last
 from ..inference.context import ScoreContext, checked_radius, rank_in
 from ..inference.scan import mean_substitution_deltas
-from ..inference.score import Variant, VariantScore
+from ..inference.score import Variant, VariantScore, frame_windows
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, cut_window, parse_genomic
@@ -55,15 +55,16 @@ class GenomicScore:
     def placed(self) -> VariantScore:
         """The engine's result with its positions on the contig (1-based), as plots and tables show it."""
         s = self.score
-        return replace(s, variant=Variant(self.variant.pos, s.variant.ref, s.variant.alt),
+        return replace(s, variant=Variant(self.variant.pos, s.variant.ref, s.variant.alt, self.variant.hgvs),
                        window_start=self.window_start, window_end=self.window_end,
                        aligned_ref_pos=[None if p is None else p + self.offset for p in s.aligned_ref_pos])
 
     def to_dict(self) -> dict:
-        data = self.score.to_dict()
+        """The result with every position on the contig (`placed`), the genome and contig named."""
+        data = self.placed.to_dict()
         data.update(genome=self.reference, contig=self.contig, genomic_variant=str(self.variant),
-                    genome_window_start=self.window_start, genome_window_end=self.window_end, notes=self.notes,
-                    aligned_ref_pos=[None if p is None else p + self.offset for p in self.score.aligned_ref_pos])
+                    hgvs=self.variant.hgvs, genome_window_start=self.window_start,
+                    genome_window_end=self.window_end, notes=self.notes)
         return data
 
 
@@ -91,7 +92,7 @@ def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str |
                        cds: str | None = None, context=0, progress: Callable[[float], None] | None = None,
                        spec: ScoringSpec | None = None, **settings) -> Iterator[tuple[GenomicScore, VariantReport]]:
     """`describe_at` in stages, as `describe_stages`: the score as soon as it is known, then with its context."""
-    var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant)
+    var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant, reference, cds)
     radius = checked_radius(context)
     spec = resolve_spec(bundle, spec, context=radius, **settings)
     cut = cut_window(reference, var, _span(spec), extra=radius)
@@ -112,6 +113,7 @@ class Outcome:
     message: str | None = None  # the sentence for a person
     notes: list[str] = field(default_factory=list)
     context: ScoreContext | None = None  # the delta ranked among the substitutions near it, when asked
+    window: tuple[int, int] | None = None  # the contig span its windows lie in (1-based, inclusive), as scored
 
 
 def score_batch(bundle: ModelBundle, reference: Reference, variants: list[GenomicVariant],
@@ -138,6 +140,7 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
             continue
         report = describe_variant(bundle, cut.bases, cut.local(var), context=radius, spec=spec)
         outcomes[i].delta, outcomes[i].context = report.score.delta, report.context
+        outcomes[i].window = (cut.start + report.score.window_start, cut.start + report.score.window_end)
         _tell(progress, 1)
     for contig, indices in substitutions.items():
         for cluster in _clusters(sorted(indices, key=lambda i: variants[i].pos), variants, span + 2 * radius):
@@ -180,8 +183,11 @@ def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec:
     positions = sorted(wanted)
     deltas = np.full((len(bases), 4), np.nan)
     deltas[positions] = mean_substitution_deltas(bundle, bases, positions, spec, wanted)
+    length = reference.lengths[contig]
     for i in cluster:
         pos, alt = variants[i].pos - 1 - start, variants[i].alt
         outcomes[i].delta = float(deltas[pos, BASES.index(alt)])
+        first, last, _, _ = frame_windows(length, variants[i].pos - 1, 1, spec.window, spec.frames)
+        outcomes[i].window = (first + 1, last)  # where score_at reads it: the same centring on the contig
         if radius:
             outcomes[i].context = rank_in(deltas, 0, pos, 1, alt, outcomes[i].delta, radius)

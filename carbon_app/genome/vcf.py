@@ -35,7 +35,8 @@ DELTA, PROBLEM, UNSCORED, CONTEXT = "CARBON_DELTA", "CARBON_PROBLEM", "CARBON_UN
 CHUNK = 512  # records scored together: enough to share windows, little enough to keep memory flat
 WRONG_BUILD_SHARE = 0.2  # REF mismatches above this share (and at least 5) suggest the wrong genome build
 _BASES = re.compile(r"^[ACGTNacgtn]+$")
-TSV_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message", "more_damaging_than"]
+TSV_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message", "more_damaging_than",
+               "window_start", "window_end"]  # the contig span the delta's windows lie in, as scored
 
 
 @dataclass
@@ -371,6 +372,11 @@ class LocalScorer:
 ChunkScorer = LocalScorer  # anything with in_flight, spec, model_name, submit(variants, step), result(handle, step)
 
 
+def _tsv_row(**values) -> str:
+    """One TSV line: each of TSV_COLUMNS from `values`, empty where not given."""
+    return "\t".join(str(values.get(column, "")) for column in TSV_COLUMNS) + "\n"
+
+
 def _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, summary, options, step) -> None:
     """Write one scored chunk of records (and their TSV rows, with any malformed lines before them), in order."""
     scored = iter(outcomes)
@@ -386,11 +392,12 @@ def _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, 
         while pending_malformed and pending_malformed[0][0] < line:
             bad, reason = pending_malformed.pop(0)
             if tsv:
-                tsv.write(f"{bad}\t\t\t\t\t\t\tmalformed\t{reason}\t\n")
+                tsv.write(_tsv_row(line=bad, problem="malformed", message=reason))
         if isinstance(record, Exception):  # pysam could not read it after all: named, the batch goes on
-            summary.malformed.append((line, f"cannot be read as a VCF record ({record})"))
+            reason = f"cannot be read as a VCF record ({record})"
+            summary.malformed.append((line, reason))
             if tsv:
-                tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\tcannot be read as a VCF record ({record})\t\n")
+                tsv.write(_tsv_row(line=line, problem="malformed", message=reason))
             continue
         results = [outcome[(row, a)] for a in range(len(record.alts or ()))]
         summary.saw(record.chrom, record.pos)
@@ -416,5 +423,7 @@ def _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, 
                 delta = "" if result.delta is None else f"{result.delta:.6f}"
                 note = result.message or "; ".join(result.notes)
                 ranked = "" if result.context is None else f"{result.context.more_damaging_than:.4f}"
-                tsv.write("\t".join(map(str, [line, record.chrom, record.pos, record.id or ".", record.ref, alt,
-                                              delta, result.problem or "", note, ranked])) + "\n")
+                first, last = result.window or ("", "")
+                tsv.write(_tsv_row(line=line, chrom=record.chrom, pos=record.pos, id=record.id or ".", ref=record.ref,
+                                   alt=alt, delta=delta, problem=result.problem or "", message=note,
+                                   more_damaging_than=ranked, window_start=first, window_end=last))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..core.coding import CodingSequence, Consequence
+from ..core.dna import clean_sequence
 from ..model.bundle import ModelBundle
 from .context import ScoreContext, checked_radius, score_context
 from .scan import ScanResult
@@ -33,10 +34,8 @@ class VariantReport:
         data = self.score.to_dict()
         if self.consequence:
             data["consequence"] = {"kind": self.consequence.kind, "protein_change": self.consequence.protein_change,
-                                   "ref_codon": self.consequence.ref_codon, "alt_codon": self.consequence.alt_codon}
-        if self.consequence:
-            data["consequence"]["hgvs_c"] = self.consequence.hgvs_c
-            data["consequence"]["text"] = str(self.consequence)
+                                   "ref_codon": self.consequence.ref_codon, "alt_codon": self.consequence.alt_codon,
+                                   "hgvs_c": self.consequence.hgvs_c, "text": str(self.consequence)}
         if self.context:
             data["context"] = self.context.to_dict()
         if self.unranked:
@@ -65,6 +64,8 @@ def describe_stages(bundle: ModelBundle, sequence: str, variant: str | Variant, 
     """
     radius = checked_radius(context) if context else 0  # a bad radius is named before any work
     spec = resolve_spec(bundle, spec, context=radius, **settings)
+    if not isinstance(variant, Variant):  # a c. name counts on the coding sequence
+        variant = Variant.parse(variant, clean_sequence(sequence, what="reference sequence"), coding)
     scored = score_variant(bundle, sequence, variant, spec=spec)
     report = VariantReport(scored, consequence_of(coding, sequence, scored.variant))
     if radius and len(scored.variant.ref) != len(scored.variant.alt):

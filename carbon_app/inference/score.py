@@ -49,7 +49,9 @@ import numpy as np
 import torch
 
 from ..core.align import shared_ends
+from ..core.coding import CodingSequence
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
+from ..core.hgvs import hgvs_change, hgvs_parts
 from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
@@ -185,7 +187,7 @@ def score_sequence(
 # -- variants -------------------------------------------------------------------------
 
 _VARIANT = re.compile(r"^\s*(\d+)\s*:\s*([A-Za-z]+)\s*>\s*([A-Za-z]+)\s*$")
-_VARIANT_FORM = "POS:REF>ALT, e.g. 120:A>G, 57:AT>A or 88:C>CTT"
+_VARIANT_FORM = "POS:REF>ALT, e.g. 120:A>G, 57:AT>A or 88:C>CTT, or in HGVS (c.20A>T with a coding sequence, g.120A>G)"
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,7 @@ class Variant:
     pos: int
     ref: str
     alt: str
+    hgvs: str = field(default="", compare=False)  # the HGVS name it was given by ('' for POS:REF>ALT)
 
     def __post_init__(self) -> None:
         if self.pos < 1:
@@ -208,9 +211,19 @@ class Variant:
             raise InputError(f"the variant {self} changes nothing (REF equals ALT)")
 
     @classmethod
-    def parse(cls, text: str) -> Variant:
+    def parse(cls, text: str, sequence: str | None = None, coding: CodingSequence | None = None) -> Variant:
+        """A variant as POS:REF>ALT or, on `sequence` (and `coding` for a c. name), as an HGVS name."""
         if text is None or not str(text).strip():
             raise InputError(f"the variant is empty; write it as {_VARIANT_FORM}")
+        named = hgvs_parts(text)
+        if named:
+            on, name = named
+            if on:
+                raise InputError(f"'{text}' names a reference sequence ({on}); here the variant lies on the sequence "
+                                 f"given: write {name}")
+            if sequence is None:
+                raise InputError(f"an HGVS name ({name}) is read on the sequence it lies in, and none is given")
+            return cls(*hgvs_change(name, sequence, coding), hgvs=name)
         match = _VARIANT.match(str(text))
         if not match:
             shown = " ".join(str(text).split())[:60]  # one line, whatever was pasted
@@ -221,6 +234,11 @@ class Variant:
 
     def __str__(self) -> str:
         return f"{self.pos}:{self.ref}>{self.alt}"
+
+    @property
+    def label(self) -> str:
+        """How to show it: as given, with the change it names where it was given as an HGVS name."""
+        return f"{self.hgvs} ({self})" if self.hgvs else str(self)
 
     def alignment(self) -> list[tuple[int | None, int | None]]:
         """Column pairs (offset in REF, offset in ALT) aligning the two alleles.
@@ -259,9 +277,7 @@ class VariantScore:
     method: str
     strand_average: bool
     frame_deltas: list[float] = field(default_factory=list)  # one delta per tokenization frame
-    other_deltas: dict[str, float] = field(default_factory=dict)  # the delta read with each other method asked for
     delta_radius: int | None = None  # bases either side of the variant the delta sums (None: the whole window)
-    deltas_by_radius: dict[int | None, float] = field(default_factory=dict)  # the delta at each other radius asked
     frame_bases: int = 0  # bases in each frame's window
     delta_whole_window: float = 0.0  # LL(alt) - LL(ref) with an indel's own bases: = delta + inserted - deleted
     inserted_ll: float = 0.0  # log-probability of the bases only the alternate has (an insertion's)
@@ -300,7 +316,8 @@ class VariantScore:
         from dataclasses import asdict
 
         data = asdict(self)
-        data["variant"] = str(self.variant)  # POS:REF>ALT, as it was typed
+        data["variant"] = str(self.variant)  # POS:REF>ALT
+        data["hgvs"] = self.variant.hgvs  # the HGVS name it was given as, '' if none
         data["aligned_delta"] = self.aligned_delta
         data["frame_spread"] = self.frame_spread
         data["clear_effect"] = self.clear_effect
@@ -349,33 +366,66 @@ def frame_windows(length: int, pos0: int, ref_len: int, window: int, frames: int
     return start, end, starts, size
 
 
-def score_variant(
-    bundle: ModelBundle,
-    sequence: str,
-    variant: str | Variant,
-    window: int | None = None,
-    strand_average: bool | None = None,
-    species: str | None = None,
-    region: str | None = None,
-    method: str | None = None,
-    frames: int | None = None,
-    other_methods: tuple[str, ...] = (),
-    delta_radius: int | str | None = OWN_RADIUS,
-    other_delta_radii: tuple[int | None, ...] = (),
-    spec: ScoringSpec | None = None,
-) -> VariantScore:
-    """Score `variant` in `sequence` as `spec` says (`resolve_spec`: the settings given, the model's own for the
-    rest): delta = LL(alt window) - LL(ref window), averaged over the spec's tokenization frames and strands and
-    summed within its radius of the variant; the delta read with each of `other_methods` (`other_deltas`) and at
-    each of `other_delta_radii` (`deltas_by_radius`) too, from the same forward passes (evaluation readings)."""
-    spec = resolve_spec(bundle, spec, window=window, strand_average=strand_average, species=species, region=region,
-                        method=method, frames=frames, delta_radius=delta_radius)
-    method, delta_radius, frames, strand_average = spec.method, spec.delta_radius, spec.frames, spec.strand_average
-    other_delta_radii = tuple(variant_delta_radius(bundle, r) for r in other_delta_radii)
-    for other in other_methods:
-        check_method(other)
+@dataclass
+class VariantPasses:
+    """One variant's forward passes, read with each of `methods`: its reference and alternate window in each
+    tokenization frame (and on both strands when the spec averages them), and the columns that align them.
+    `score_variant` reads one delta from them; an evaluation reads several (other methods, other radii) from
+    the same passes."""
+
+    variant: Variant
+    spec: ScoringSpec
+    start: int  # 0-based, half-open span of the sequence all frames lie in
+    end: int
+    starts: list[int]  # each frame's window start within the span
+    size: int  # bases in each frame's reference window
+    ref_span: str
+    alt_span: str
+    columns: list[tuple[int | None, int | None]]  # (span index in REF, in ALT) of each aligned column
+    scored: list  # per window: ({method: per-base log-probs}, marginals, prompt ids), forward strand first
+    windows: list[str]
+
+    @property
+    def offset(self) -> int:
+        return self.variant.pos - 1 - self.start
+
+    def tracks(self, method: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each frame's per-base track of the reference and of the alternate window, strand-averaged."""
+        tracks = [logprobs[method] for logprobs, _, _ in self.scored]
+        if self.spec.strand_average:
+            half = len(tracks) // 2
+            tracks = [(f + r.flip(0)) / 2 for f, r in zip(tracks[:half], tracks[half:], strict=True)]
+        return tracks[0::2], tracks[1::2]
+
+    def frame_deltas(self, method: str, within: int | None) -> list[float]:
+        """Each frame's delta over the columns both alleles have (flanks and substituted bases) within `within`
+        bases of the REF allele (None: the whole window): an indel's own bases would otherwise add or remove
+        whole per-base terms and swamp it."""
+        paired = torch.tensor([(r, a) for r, a in self.columns if r is not None and a is not None])
+        lo, hi = self.offset, self.offset + len(self.variant.ref)
+        deltas = []
+        for f, ref_f, alt_f in zip(self.starts, *self.tracks(method), strict=True):
+            keep = (paired[:, 0] >= f) & (paired[:, 0] < f + self.size)
+            if within is not None:
+                keep &= (paired[:, 0] >= lo - within) & (paired[:, 0] < hi + within)
+            inside = paired[keep]
+            deltas.append(float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum()))
+        return deltas
+
+    def delta(self, method: str, within: int | None) -> float:
+        """The delta read with `method` within `within` bases: the mean over the frames."""
+        return float(np.mean(self.frame_deltas(method, within)))
+
+
+def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, spec: ScoringSpec,
+                   methods: tuple[str, ...] | None = None) -> VariantPasses:
+    """The forward passes that score `variant` in `sequence` as `spec` (resolved) says, read with `methods`
+    (default: the spec's own), checked: the variant against the sequence, its alleles against the context."""
+    methods = (spec.method,) if methods is None else tuple(dict.fromkeys(methods))
+    for method in methods:
+        check_method(method)
     seq = clean_sequence(sequence, what="reference sequence")
-    var = variant if isinstance(variant, Variant) else Variant.parse(variant)
+    var = variant if isinstance(variant, Variant) else Variant.parse(variant, seq)
     pos0, lr, la = var.pos - 1, len(var.ref), len(var.alt)
     if pos0 + lr > len(seq):
         where = f"position {var.pos}" if lr == 1 else f"positions {var.pos}-{var.pos + lr - 1}"
@@ -386,63 +436,57 @@ def score_variant(
         raise InputError(
             f"the reference has '{present}' at {where}, not '{var.ref}' as variant {var} says"
         )
-    prefix = spec.prefix
     # the spec's window is what the context holds beside a substitution; an insertion's longer alternate
     # window takes its extra bases from it
-    room = context_room_bases(bundle, prefix)
+    room = context_room_bases(bundle, spec.prefix)
     if la >= room:  # not even the alternate allele alone fits beside the tags
         raise InputError(f"the {la:,}-base alternate allele does not fit the model's context ({room:,} bases "
                          "with the reference allele): score a shorter insertion")
     window = min(spec.window, room - max(la - lr, 0))
     if window < lr:
         raise InputError(f"the {lr}-base reference allele does not fit the model's {window:,}-base window")
-    start, end, starts, size = frame_windows(len(seq), pos0, lr, window, frames)
+    start, end, starts, size = frame_windows(len(seq), pos0, lr, window, spec.frames)
     ref_span = seq[start:end]
     offset = pos0 - start
     alt_span = ref_span[:offset] + var.alt + ref_span[offset + lr :]
     alt_size = size + la - lr
     windows = [w for f in starts for w in (ref_span[f : f + size], alt_span[f : f + alt_size])]
-    if strand_average:
+    if spec.strand_average:
         windows += [reverse_complement(w) for w in windows]
-    scored = _score_batch(bundle, windows, prefix, (method, *other_methods))
-
-    def ref_and_alt_tracks(read_with: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Each frame's per-base track of the reference and of the alternate window, strand-averaged."""
-        tracks = [logprobs[read_with] for logprobs, _, _ in scored]
-        if strand_average:
-            half = len(tracks) // 2
-            tracks = [(f + r.flip(0)) / 2 for f, r in zip(tracks[:half], tracks[half:], strict=True)]
-        return tracks[0::2], tracks[1::2]
-
     columns = [(i, i) for i in range(offset)]
     columns += [(None if r is None else offset + r, None if a is None else offset + a) for r, a in var.alignment()]
     columns += [(offset + lr + i, offset + la + i) for i in range(len(ref_span) - offset - lr)]
-    paired = torch.tensor([(r, a) for r, a in columns if r is not None and a is not None])
+    return VariantPasses(var, spec, start, end, starts, size, ref_span, alt_span, columns,
+                         _score_batch(bundle, windows, spec.prefix, methods), windows)
+
+
+def score_variant(
+    bundle: ModelBundle,
+    sequence: str,
+    variant: str | Variant,
+    window: int | None = None,
+    strand_average: bool | None = None,
+    species: str | None = None,
+    region: str | None = None,
+    method: str | None = None,
+    frames: int | None = None,
+    delta_radius: int | str | None = OWN_RADIUS,
+    spec: ScoringSpec | None = None,
+) -> VariantScore:
+    """Score `variant` in `sequence` as `spec` says (`resolve_spec`: the settings given, the model's own for the
+    rest): delta = LL(alt window) - LL(ref window), averaged over the spec's tokenization frames and strands and
+    summed within its radius of the variant."""
+    spec = resolve_spec(bundle, spec, window=window, strand_average=strand_average, species=species, region=region,
+                        method=method, frames=frames, delta_radius=delta_radius)
+    passes = variant_passes(bundle, sequence, variant, spec)
+    starts, columns, scored, offset = passes.starts, passes.columns, passes.scored, passes.offset
     deleted = torch.tensor([r for r, a in columns if a is None], dtype=torch.long)
     inserted = torch.tensor([a for r, a in columns if r is None], dtype=torch.long)
-
-    def frame_delta(f: int, ref_f: torch.Tensor, alt_f: torch.Tensor, within: int | None = delta_radius) -> float:
-        """The delta over the columns both alleles have (flanks and substituted bases) within `within`
-        bases of the REF allele: an indel's own bases would otherwise add or remove whole per-base terms
-        and swamp it."""
-        keep = (paired[:, 0] >= f) & (paired[:, 0] < f + size)
-        if within is not None:
-            keep &= (paired[:, 0] >= offset - within) & (paired[:, 0] < offset + lr + within)
-        inside = paired[keep]
-        return float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum())
-
-    ref_tracks, alt_tracks = ref_and_alt_tracks(method)
-    frame_deltas, whole, own = [], [], []
-    for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True):
-        frame_deltas.append(frame_delta(f, ref_f, alt_f))
-        whole.append(float(alt_f.sum() - ref_f.sum()))
-        own.append((float(alt_f[inserted - f].sum()), float(ref_f[deleted - f].sum())))
-    other_deltas = {other: float(np.mean([frame_delta(f, r, a) for f, r, a in zip(starts, *ref_and_alt_tracks(other),
-                                                                                     strict=True)]))
-                    for other in other_methods}
-    deltas_by_radius = {r: float(np.mean([frame_delta(f, ref_f, alt_f, r)
-                                       for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True)]))
-                     for r in other_delta_radii}
+    ref_tracks, alt_tracks = passes.tracks(spec.method)
+    whole = [float(alt_f.sum() - ref_f.sum()) for ref_f, alt_f in zip(ref_tracks, alt_tracks, strict=True)]
+    own = [(float(alt_f[inserted - f].sum()), float(ref_f[deleted - f].sum()))
+           for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True)]
+    frame_deltas = passes.frame_deltas(spec.method, spec.delta_radius)
 
     def mean_track(per_frame: list[torch.Tensor], length: int) -> torch.Tensor:
         """Per-base mean over the frames whose window covers each base of the span."""
@@ -452,46 +496,43 @@ def score_variant(
             count[f : f + len(track)] += 1
         return total / count.clamp_min(1)
 
-    ref_track, alt_track = mean_track(ref_tracks, len(ref_span)), mean_track(alt_tracks, len(alt_span))
+    ref_track = mean_track(ref_tracks, len(passes.ref_span))
+    alt_track = mean_track(alt_tracks, len(passes.alt_span))
     forward = scored[: 2 * len(starts)]
 
     def site(marginals: list[torch.Tensor]) -> dict[str, float]:
         at = torch.stack([m[offset - f] for f, m in zip(starts, marginals, strict=True)]).mean(0)
         return {base: float(at[BASES.index(base)]) for base in "ACGT"}
 
-    ll_ref = float(np.mean([float(t.sum()) for t in ref_tracks]))
-    ll_alt = float(np.mean([float(t.sum()) for t in alt_tracks]))
     return VariantScore(
-        variant=var,
+        variant=passes.variant,
         delta=float(np.mean(frame_deltas)),
-        ll_ref=ll_ref,
-        ll_alt=ll_alt,
-        window_start=start + 1,
-        window_end=end,
-        ref_window=ref_span,
-        alt_window=alt_span,
+        ll_ref=float(np.mean([float(t.sum()) for t in ref_tracks])),
+        ll_alt=float(np.mean([float(t.sum()) for t in alt_tracks])),
+        window_start=passes.start + 1,
+        window_end=passes.end,
+        ref_window=passes.ref_span,
+        alt_window=passes.alt_span,
         ref_logprobs=ref_track.tolist(),
         alt_logprobs=alt_track.tolist(),
-        aligned_ref_pos=[None if r is None else start + r + 1 for r, _ in columns],
+        aligned_ref_pos=[None if r is None else passes.start + r + 1 for r, _ in columns],
         aligned_ref_logprobs=[None if r is None else float(ref_track[r]) for r, _ in columns],
         aligned_alt_logprobs=[None if a is None else float(alt_track[a]) for _, a in columns],
         site_probs_ref=site([probs for _, probs, _ in forward[0::2]]),
         site_probs_alt=site([probs for _, probs, _ in forward[1::2]]),
-        method=method,
-        strand_average=strand_average,
+        method=spec.method,
+        strand_average=spec.strand_average,
         frame_deltas=frame_deltas,
-        other_deltas=other_deltas,
-        delta_radius=delta_radius,
-        deltas_by_radius=deltas_by_radius,
-        frame_bases=size,
+        delta_radius=spec.delta_radius,
+        frame_bases=passes.size,
         delta_whole_window=float(np.mean(whole)),
         inserted_ll=float(np.mean([i for i, _ in own])),
         deleted_ll=float(np.mean([d for _, d in own])),
         species_tag=bundle.tags.species_tag(spec.species),
         region_tag=bundle.tags.region_tag(spec.region),
         spec=spec,
-        prompt_text_ref=dna_prompt(prefix, windows[0], bundle.k),
+        prompt_text_ref=dna_prompt(spec.prefix, passes.windows[0], bundle.k),
         prompt_ids_ref=forward[0][2],
-        prompt_text_alt=dna_prompt(prefix, windows[1], bundle.k),
+        prompt_text_alt=dna_prompt(spec.prefix, passes.windows[1], bundle.k),
         prompt_ids_alt=forward[1][2],
     )

@@ -37,8 +37,8 @@ import torch
 
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
-from ..inference.score import METHODS, Variant, score_sequence, score_variant
-from ..inference.spec import SCORING_FILE
+from ..inference.score import METHODS, Variant, score_sequence, variant_passes
+from ..inference.spec import SCORING_FILE, resolve_spec
 from ..model.bundle import load_bundle
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 from .merge import merge_command
@@ -204,24 +204,17 @@ def model_delta(bundle, method: str = VARIANT_METHOD, delta_radius: int | None =
 
 def model_deltas(bundle, readings: tuple[Reading, ...]) -> dict:
     """`model_delta` for each of `readings`, all read from one set of forward passes: a variant scored for
-    the first is looked up, not scored again, for the others (the forward passes are most of the time).
-    Each other reading differs from the first in its method or in its radius, not both."""
-    (method, delta_radius), *others = readings
-    if any(m != method and r != delta_radius for m, r in others):
-        raise ValueError(f"readings {readings}: each must share the first's method or its radius")
-    other_methods = tuple(dict.fromkeys(m for m, r in others if m != method))
-    other_delta_radii = tuple(dict.fromkeys(r for m, r in others if r != delta_radius))
+    the first is looked up, not scored again, for the others (the forward passes are most of the time)."""
+    (method, delta_radius), *_ = readings
+    spec = resolve_spec(bundle, window=VARIANT_WINDOW, strand_average=True, method=method, delta_radius=delta_radius)
+    methods = tuple(dict.fromkeys(m for m, _ in readings))
     read: dict[tuple[str, str], dict[Reading, float]] = {}
 
     def delta_read(reading: Reading):
         def delta(context: str, variant: str) -> float:
             if (context, variant) not in read:
-                score = score_variant(bundle, context, variant, window=VARIANT_WINDOW, strand_average=True,
-                                      method=method, delta_radius=delta_radius, other_methods=other_methods,
-                                      other_delta_radii=other_delta_radii)
-                read[context, variant] = {(method, delta_radius): score.delta,
-                                          **{(m, delta_radius): d for m, d in score.other_deltas.items()},
-                                          **{(method, r): d for r, d in score.deltas_by_radius.items()}}
+                passes = variant_passes(bundle, context, variant, spec, methods)
+                read[context, variant] = {(m, r): passes.delta(m, r) for m, r in readings}
             return read[context, variant][reading]
         return delta
 

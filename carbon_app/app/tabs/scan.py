@@ -21,6 +21,7 @@ def scan_tab(page: Page) -> None:
                 start = gr.Number(label="Region start (1-based)", value=1)
                 end = gr.Number(label="Region end", value=60)
             window = page.window_number("Window (bases)")
+            strand = page.strand_checkbox()
             method = page.scoring_dropdown()
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,…",
                              info="names each substitution's consequence")
@@ -37,14 +38,15 @@ def scan_tab(page: Page) -> None:
                 inputs=[sequence, start, end, cds], label="Example: the first 30 codons of HBB")
 
     @on_gpu
-    def scan(model, species, region, sequence, upload, start, end, window, method, cds=None,
+    def scan(model, species, region, sequence, upload, start, end, window, method, cds=None, strand=None,
              progress=gr.Progress()):  # noqa: B008
         try:
             record = Service.record(sequence, upload, "sequence")
             progress(0, desc="scoring every substitution")
             result, consequences = service.scan(
                 model, record.sequence, start, end, cds, record.coding, window=window, species=species,
-                region=region, method=method, progress=lambda done: progress(done, desc="scoring every substitution"))
+                region=region, method=method, strand_average=None if strand is None else bool(strand),
+                progress=lambda done: progress(done, desc="scoring every substitution"))
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
@@ -57,5 +59,5 @@ def scan_tab(page: Page) -> None:
                 block: fmt.sequence_block(result.region, result.start, title="the region scanned"),
                 summary: text, download: service.scan_file(result, consequences), raw: {"rows": rows}}
 
-    run_on_click(button, scan, [*page.choices, sequence, upload, start, end, window, method, cds],
+    run_on_click(button, scan, [*page.choices, sequence, upload, start, end, window, method, cds, strand],
                  [heatmap, by_class, block, summary, download, raw], "scan")

@@ -13,6 +13,7 @@ from .common import FREE, GPU, Page, fail, on_gpu, run_on_click, sequence_inputs
 
 CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
 LINK_CONTEXT_BASES = CONTEXT_BASES  # the widest context a shared link runs on opening, without a click
+HGVS_EXAMPLE = "c.92+1G>A"  # HBB IVS-I-1, written on the coding sequence
 
 
 def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
@@ -24,9 +25,10 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                                  info="choose one to give the variant at its coordinates")
             reference, upload = sequence_inputs("Reference sequence (bases, FASTA or GenBank)")
         with gr.Column(scale=2):
-            change = gr.Textbox(label="Variant", placeholder="120:A>G, 57:AT>A, 88:C>CTT in the sequence; "
-                                "chr11:5227002:T>A with a genome",
-                                info="1-based; at coordinates also chr11-5227002-T-A, 11:g.5227002T>A or a VCF line")
+            change = gr.Textbox(label="Variant", placeholder="120:A>G, 57:AT>A, 88:C>CTT, c.20A>T or g.120A>G in "
+                                "the sequence; chr11:5227002:T>A with a genome",
+                                info="1-based; HGVS c. names count on the coding sequence below; at coordinates "
+                                     "also chr11-5227002-T-A, 11:g.5227002T>A, 11:c.20A>T or a VCF line")
             alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
             window = page.window_number("Window (bases, centred on the variant)")
             strand = page.strand_checkbox()
@@ -48,13 +50,15 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     with gr.Accordion("Raw result (JSON)", open=False):
         raw = gr.JSON()
     # the examples leave the scoring fields as they are: the model's own setup, what its quality was measured with
-    gr.Examples([[page.hbb, v["variant"], "", NO_GENOME, examples["hbb_cds"]] for v in examples["variants"]],
+    # and one named in HGVS, counted on the CDS: IVS-I-1, the donor site of intron 1
+    named = [*(v["variant"] for v in examples["variants"]), HGVS_EXAMPLE]
+    gr.Examples([[page.hbb, v, "", NO_GENOME, examples["hbb_cds"]] for v in named],
                 inputs=[reference, change, alternate, genome, cds],
                 label="Worked example: human beta-globin (HBB), " + "; ".join(
-                    f"{v['variant']} = {v['hgvs']}, {v['name']}" for v in examples["variants"]))
+                    f"{v['variant']} = {v['hgvs']}, {v['name']}" for v in examples["variants"])
+                + f"; {HGVS_EXAMPLE}, IVS-I-1 (beta-zero thalassaemia), in HGVS on the CDS")
     if DEMO_GENOME in page.genomes:
-        gr.Examples([["", f"{examples['genome_contig']}:{v['variant']}", "", DEMO_GENOME, examples["hbb_cds"]]
-                     for v in examples["variants"]],
+        gr.Examples([["", f"{examples['genome_contig']}:{v}", "", DEMO_GENOME, examples["hbb_cds"]] for v in named],
                     inputs=[reference, change, alternate, genome, cds],
                     label=f"The same at coordinates on the bundled {DEMO_GENOME} genome")
 
@@ -92,8 +96,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                 link = "*A link to a result needs a genome (a pasted sequence is too long for a link).*"
             for genomic, report in stages:
                 data = report.to_dict()
-                if genomic:
-                    data = {**genomic.to_dict(), **data, "genome_window_start": genomic.window_start}
+                if genomic:  # the contig's positions, over the cut window's own
+                    data = {**data, **genomic.to_dict()}
                 shown = genomic.placed if genomic else report.score  # positions on the contig when there is one
                 drawn = drawn or {tracks: variant_figure(shown), site: site_figure(shown),
                                   track_table: fmt.track_rows(shown), share: link, around: fmt.variant_blocks(shown)}
