@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -21,10 +22,16 @@ def random_dna(length: int, seed: int) -> str:
     return "".join(rng.choice("ACGT") for _ in range(length))
 
 MARKERS = {
-    "slow": "starts a server, trains, benchmarks or sweeps many cases (deselect with -m 'not slow')",
+    "integration": "the integration tier: launches a server or a browser, runs CLI subprocesses, a Ray cluster or "
+                   "a benchmark, or trains a model (left out by default; run with -m integration)",
     "browser": "drives Debian's Chromium through the app",
     "gpu": "needs CUDA; skipped where there is none (CI never has a GPU)",
 }
+
+# Property tests: a few examples on every edit, many where CI runs them (CARBON_HYPOTHESIS=ci, or CI set).
+settings.register_profile("dev", max_examples=20, deadline=None)
+settings.register_profile("ci", max_examples=300, deadline=None)
+settings.load_profile(os.environ.get("CARBON_HYPOTHESIS") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 def pytest_configure(config):
@@ -90,3 +97,64 @@ def qwen_bpe(carbon_tokenizer_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(carbon_tokenizer_dir), local_files_only=True)
+
+
+# -- the bundled demo model, a service on it, and one launched app, each made once per run ---------------
+
+@pytest.fixture(scope="session")
+def demo_manager():
+    """The model manager the shared demo bundle and service use (CPU)."""
+    from carbon_app.model.manager import ModelManager
+
+    return ModelManager(device="cpu")
+
+
+@pytest.fixture(scope="session")
+def demo(demo_manager):
+    """The bundled carbon-demo model, as a user's notebook loads it."""
+    return demo_manager.get("carbon-demo")
+
+
+@pytest.fixture(scope="session")
+def service(demo_manager, tmp_path_factory):
+    """A service serving carbon-demo, as the app's handlers call it."""
+    from carbon_app.app.service import AppConfig, Service
+
+    return Service(demo_manager, AppConfig(models=["carbon-demo"], output_dir=tmp_path_factory.mktemp("service")))
+
+
+def launch_app(out_dir: Path, **env_extra):
+    """A launched app (process, url) on the bundled models, as the Docker image runs it; its log in out_dir."""
+    from carbon_app.tools.soak import start_app
+
+    try:
+        return start_app(out_dir / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=str(out_dir), HF_HUB_OFFLINE="1",
+                         MALLOC_ARENA_MAX="2", **env_extra)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def server_out(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("app")
+
+
+@pytest.fixture(scope="session")
+def server_process(server_out):
+    """The one launched app the integration tests share (those that need other settings launch their own)."""
+    process, url = launch_app(server_out)
+    yield process, url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def server(server_process) -> str:
+    return server_process[1]
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server, verbose=False)

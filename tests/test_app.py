@@ -15,11 +15,10 @@ from carbon_app.app.formatting import METHOD_WORDS, delta_radius_words
 from carbon_app.inference.generate import generate
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
-from carbon_app.model.manager import ModelManager
-from carbon_app.tools.soak import rss_mb, start_app
-from tests.conftest import REPO
+from carbon_app.tools.soak import rss_mb
+from tests.conftest import REPO, launch_app
 
-pytestmark = pytest.mark.slow  # every test here talks to a launched server
+pytestmark = pytest.mark.integration  # every test here talks to a launched server
 
 HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
 
@@ -27,44 +26,6 @@ HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
 #: and several times slower than a quiet one, and a wait returns as soon as its result is there, so a
 #: long limit costs nothing when all is well. Speed is measured by the benchmarks, never here.
 WAIT_S = 300
-
-
-def _start_app(out_dir, **env_extra) -> tuple[subprocess.Popen, str]:
-    try:
-        return start_app(out_dir / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=str(out_dir), HF_HUB_OFFLINE="1",
-                         MALLOC_ARENA_MAX="2", **env_extra)  # as the Docker image runs it
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-
-
-@pytest.fixture(scope="module")
-def server_out(tmp_path_factory):
-    return tmp_path_factory.mktemp("out")
-
-
-@pytest.fixture(scope="module")
-def server_process(server_out):
-    process, url = _start_app(server_out)
-    yield process, url
-    process.terminate()
-    process.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def server(server_process):
-    return server_process[1]
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    from gradio_client import Client
-
-    return Client(server, verbose=False)
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return ModelManager(device="cpu").get("carbon-demo")
 
 
 def hbb_sequence() -> str:
@@ -404,7 +365,7 @@ def leak_check_server(tmp_path):
     mmap threshold fixed at 128 KB, its heap cannot keep freed tensors, so the resident size
     after a burst is what the app holds, not what the allocator chose to retain (that part
     levels off by itself, near 1 GB here, as the soak run shows)."""
-    process, url = _start_app(tmp_path, MALLOC_MMAP_THRESHOLD_="131072")
+    process, url = launch_app(tmp_path, MALLOC_MMAP_THRESHOLD_="131072")
     yield process, url
     process.terminate()
     process.wait(timeout=30)
@@ -510,7 +471,7 @@ def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
     from gradio_client import Client
     from gradio_client.utils import QueueError
 
-    process, url = _start_app(tmp_path, CARBON_QUEUE_SIZE="2")
+    process, url = launch_app(tmp_path, CARBON_QUEUE_SIZE="2")
     try:
         def long_design(seed):
             try:
@@ -536,7 +497,7 @@ def test_a_ranking_that_cannot_run_leaves_the_delta_and_says_why(tmp_path):
     from gradio_client.exceptions import AppError
 
     # a budget that holds the delta's windows (1,500 bases) but not the ranking's batches beside them
-    process, url = _start_app(tmp_path, CARBON_MEMORY_BUDGET_GB="0.15")
+    process, url = launch_app(tmp_path, CARBON_MEMORY_BUDGET_GB="0.15")
     try:
         job = Client(url, verbose=False).submit("carbon-demo", "none", "none", hbb_sequence(), None, "1206:A>T", "",
                                                 1500, False, "marginal", "none", "", 2, api_name="/score_variant")
@@ -780,4 +741,4 @@ def test_choosing_a_model_sets_every_scoring_choice_to_that_models_own_method():
                                                                                         True)):
         species, region, *own = handler.fn(name)
         assert [m.value for m in own[:3]] == [method] * 3
-        assert [w.value for w in own[3:6]] == [window] * 3 and [s.value for s in own[6:]] == [both] * 2
+        assert [w.value for w in own[3:6]] == [window] * 3 and [s.value for s in own[6:]] == [both] * 3

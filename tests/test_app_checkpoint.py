@@ -26,7 +26,7 @@ from tests.conftest import random_dna
 
 pytest.importorskip("gradio_client")  # a GPU host may lack the app's libraries; the engine's GPU tests do not
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 SEQUENCE = random_dna(3000, seed=11)
 MASK = "ATG" + "N" * 52 + "RYS" + "TAA"  # 61 positions: fixed bases and IUPAC codes

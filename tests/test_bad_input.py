@@ -19,12 +19,6 @@ from carbon_app.model.manager import ModelManager
 BASES = "ATGGTGCACCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    return Service(ModelManager(device="cpu"), AppConfig(models=["carbon-demo"],
-                                                         output_dir=tmp_path_factory.mktemp("out")))
-
-
 def _genbank(records: list[tuple[str, str]]) -> str:
     handle = io.StringIO()
     SeqIO.write([SeqRecord(Seq(seq), id=name, name=name, annotations={"molecule_type": "DNA"})
@@ -110,7 +104,7 @@ def test_iupac_codes_in_whole_prompt_kmers_are_read_as_unknown_tokens(service):
     ("12:A>A", "changes nothing"),
     ("12:X>G", "the reference allele is 'X'; alleles are A, C, G and T only"),
     ("12:A>G 13:C>T", "holds several variants; score one at a time"),
-    ("c.12A>G", "not of the form POS:REF>ALT"),
+    ("c.12A>G", r"counted on a coding sequence \(HGVS c.\), and none is given"),
     ("12:T>G", "the reference has 'G' at position 12, not 'T' as variant 12:T>G says"),
     ("400:A>G", "beyond the 93-base sequence"),
     ("99999999999999999999:A>G", "beyond the 93-base sequence"),

@@ -22,7 +22,7 @@ def _params(layers: int, hidden: int, ffn: int, heads: int, kv_heads: int, head_
     return layers * per_layer + vocab * hidden * (1 if tied else 2) + hidden
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_generation_suite_runs_and_its_contenders_agree(capsys):
     bench.main(["--shape", "tiny", "--suite", "generation", "--repeats", "1", "--tokens", "4", "--prompt-bases", "30"])
     printed = capsys.readouterr().out
@@ -43,7 +43,7 @@ def test_generation_suite_runs_and_its_contenders_agree(capsys):
     assert abs(weights - expected) < 0.01 * expected, (weights, expected)
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_app_suite_asks_the_running_app_and_the_engine_the_same_question(capsys):
     pytest.importorskip("gradio_client")
     bench.app_suite(repeats=1, context=1)
@@ -53,7 +53,7 @@ def test_app_suite_asks_the_running_app_and_the_engine_the_same_question(capsys)
     assert "(same ranking: True)" in printed
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, monkeypatch):
     """The GPU suite's code on the tiny shape: the JSON the README's table is made from has every field,
     and a run that stops partway has already written what it measured."""
@@ -112,7 +112,7 @@ sys.meta_path.insert(0, Absent())
 """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(torch.cuda.is_available(), reason="counts the GPU tests as skipped, as on a host without CUDA")
 def test_the_gpu_report_runs_every_gpu_test_on_a_host_without_the_app_libraries(tmp_path, monkeypatch):
     """The report's test run collects only the files holding GPU tests, so a GPU host without the app's own
@@ -150,6 +150,7 @@ print(peak_anonymous_rss(read_mapped)[1] - baseline, peak_anonymous_rss(copy_to_
 """
 
 
+@pytest.mark.integration  # child processes that load and copy weights
 def test_the_anonymous_memory_peak_counts_a_host_copy_but_not_a_memory_mapped_file(tmp_path):
     """What the loading figure rests on: reading a memory-mapped file (as safetensors loads a checkpoint)
     raises RSS but not anonymous memory; a private copy in host memory raises both. In a fresh process, as

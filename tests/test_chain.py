@@ -32,7 +32,7 @@ def tiny_chain(tmp_path: Path, first_seed: int = 0) -> list[Stage]:
     ]
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_chain_makes_each_stage_once_resumes_a_stopped_run_and_refuses_what_another_command_made(tmp_path, capsys):
     stages = tiny_chain(tmp_path)
     run_chain(stages)
@@ -76,7 +76,7 @@ def test_a_chain_makes_each_stage_once_resumes_a_stopped_run_and_refuses_what_an
     assert "[3/3]" in listed and "onwards: made" in listed
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_chain_checks_every_command_first_and_stops_at_a_failing_stage_with_its_log(tmp_path, capsys):
     stages = tiny_chain(tmp_path)
     typo = Stage("train", stages[2].args.replace("--steps 2", "--steps 0"))

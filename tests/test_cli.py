@@ -19,7 +19,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, env=env, timeout=300)
 
 
-@pytest.mark.slow  # a subprocess per call
+@pytest.mark.integration  # a subprocess per call
 def test_generate_json(carbon_model_dir):
     out = run_cli("generate", "--model", str(carbon_model_dir), "--prompt", "ACGTACGTA", "--bases", "13",
                   "--species", "<vertebrate_mammalian>", "--region", "protein_coding", "--mask", "NNNNNNNNNNRRR",
@@ -35,7 +35,7 @@ def test_generate_json(carbon_model_dir):
     assert again["sequences"] == data["sequences"]
 
 
-@pytest.mark.slow  # a subprocess per call
+@pytest.mark.integration  # a subprocess per call
 def test_score_json_and_fasta(compact_model_dir, tmp_path):
     seq = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTG"
     fasta = tmp_path / "two.fa"
@@ -55,7 +55,7 @@ def test_score_json_and_fasta(compact_model_dir, tmp_path):
     assert len(json.loads(whole.stdout)["logprobs"]) == len(seq)
 
 
-@pytest.mark.slow  # a subprocess per call
+@pytest.mark.integration  # a subprocess per call
 def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
     from carbon_app.inference.score import score_variant
     from carbon_app.model.bundle import load_bundle
@@ -113,7 +113,7 @@ def test_bad_input_is_one_line_and_nonzero(compact_model_dir, args, message, cap
     assert len(lines) == 1 and message in lines[0], err
 
 
-@pytest.mark.slow  # a subprocess per call
+@pytest.mark.integration  # a subprocess per call
 def test_unknown_model_and_missing_default():
     out = run_cli("generate", "--model", "nobody/nothing-here", "--bases", "5")
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
@@ -121,13 +121,13 @@ def test_unknown_model_and_missing_default():
     assert out.returncode == 2 and "unknown model 'not-a-model'" in out.stderr
 
 
-@pytest.mark.slow  # a subprocess per call
+@pytest.mark.integration  # a subprocess per call
 def test_tokenize_matches_the_spec(carbon_model_dir):
     out = run_cli("tokenize", "--model", str(carbon_model_dir), "<dna>ATCGATCG</dna>hello", "--json")
     assert json.loads(out.stdout)["ids"] == [151669, 152105, 154488, 151670, 14990]
 
 
-@pytest.mark.slow  # subprocesses
+@pytest.mark.integration  # subprocesses
 def test_scores_at_genome_coordinates_and_a_vcf_from_the_command_line(compact_model_dir, tmp_path):
     from carbon_app.assets import ASSETS
     from carbon_app.core.dna import read_fasta

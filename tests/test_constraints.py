@@ -68,7 +68,7 @@ def test_a_protein_is_back_translated_without_the_golden_gate_sites(compact):
     assert again.sequences == out.sequences  # same seed, same designs
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(protein=st.text("ACDEFGHIKLMNPQRSTVWY", min_size=0, max_size=14),
        avoid=st.lists(st.sampled_from(["BsaI", "BsmBI", "EcoRI", "GCGC", "TTNAA"]), max_size=2, unique=True),
        homopolymer=st.sampled_from([0, 3, 4, 6]),
@@ -137,7 +137,7 @@ def other_draft(tmp_path_factory):
     return load_bundle(str(write_model_dir(tmp_path_factory.mktemp("draft") / "d", seed=7)))
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("temperature", [0, 0.9])
 @pytest.mark.parametrize("options", [
     dict(protein="MSKGEELFTGVVPILVELDGDVNGHKF", avoid="BsaI, BsmBI", max_homopolymer=4),
@@ -156,7 +156,7 @@ def test_drafting_under_constraints_gives_the_targets_own_designs(compact, other
             assert _violations(seq, c, "GCCACCA") == []
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_dead_end_in_a_drafted_round_is_made_again_alone_with_the_same_result(compact, other_draft):
     c = DesignConstraints.from_options(protein="MSKGEELFTGVVPILVELDGDVNGHKF", gc="40:60", gc_window=12,
                                        max_homopolymer=3)

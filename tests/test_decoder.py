@@ -234,8 +234,8 @@ def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architec
 
 
 @pytest.mark.parametrize(("compiled", "fused_from_rows"), [(False, None),
-                                                           pytest.param(True, None, marks=pytest.mark.slow),
-                                                           pytest.param(True, 1, marks=pytest.mark.slow)])
+                                                           pytest.param(True, None, marks=pytest.mark.integration),
+                                                           pytest.param(True, 1, marks=pytest.mark.integration)])
 @torch.inference_mode()
 def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_the_same(compiled, fused_from_rows,
                                                                                        monkeypatch):

@@ -21,7 +21,7 @@ from carbon_app.genome.regions import scan_regions  # noqa: E402
 from carbon_app.genome.vcf import score_vcf  # noqa: E402
 from tests.conftest import REPO, random_dna  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 OPTIONS = dict(window=120, strand_average=False, species=None, region=None, method="marginal", frames=2, context=0)
 CONTIGS = {name: random_dna(900, seed) for seed, name in enumerate(["chr1", "chr2", "chrX"])}
 

@@ -19,6 +19,8 @@ from tests.conftest import random_dna
 
 from .test_training import _coding_gene, _tiny_training_data
 
+pytestmark = pytest.mark.integration  # every test reads two runs trained for it
+
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):

@@ -18,11 +18,9 @@ import pytest
 from carbon_app.app.cli import main
 from carbon_app.core.dna import read_fasta
 from carbon_app.inference.score import score_variant
-from carbon_app.model.manager import ModelManager
-from carbon_app.tools.soak import start_app
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow  # CLI runs, a Ray cluster, a launched app
+pytestmark = pytest.mark.integration  # CLI runs, a Ray cluster, a launched app
 
 HBB = json.loads((REPO / "assets" / "examples" / "hbb.json").read_text())
 FASTA = REPO / "assets" / "examples" / "hbb.fa"
@@ -69,11 +67,10 @@ def _cli_json(capsys, argv: list[str]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def notebook() -> dict[str, float]:
+def notebook(demo) -> dict[str, float]:
     """The notebook API, as a user calls it: `score_variant(bundle, sequence, variant)`."""
-    bundle = ModelManager(device="cpu").get("carbon-demo")
     sequence = read_fasta(FASTA).sequence
-    return {text: score_variant(bundle, sequence, text).delta for text in VARIANTS.values()}
+    return {text: score_variant(demo, sequence, text).delta for text in VARIANTS.values()}
 
 
 def test_the_command_line_scores_each_variant_as_the_notebook_does(notebook, capsys, tmp_path):
@@ -117,38 +114,31 @@ def test_a_two_worker_ray_run_scores_each_variant_as_the_notebook_does(notebook,
         assert batch[text] == pytest.approx(notebook[text], abs=1e-4), text
 
 
-def test_the_pages_variant_and_vcf_tabs_score_each_variant_as_the_notebook_does(notebook, tmp_path):
-    from gradio_client import Client, handle_file
+def test_the_pages_variant_and_vcf_tabs_score_each_variant_as_the_notebook_does(notebook, client, tmp_path):
+    from gradio_client import handle_file
 
-    process, url = start_app(tmp_path / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=str(tmp_path / "out"),
-                             HF_HUB_OFFLINE="1")
-    try:
-        client = Client(url, verbose=False)
-        sequence = read_fasta(FASTA).sequence
-        for text in VARIANTS.values():
-            # only what a user types: the window, strands and method stay as the page offers them
-            out = client.predict(reference=sequence, upload=None, change=text, alternate="", cds="", context=0,
-                                 api_name="/score_variant")
-            assert out[-1]["delta"] == pytest.approx(notebook[text], abs=1e-4), text
-        out = client.predict(reference="", upload=None, change=f"{CONTIG}:{NAMED['HbS']}", alternate="", cds="",
-                             genome="HBB-locus-demo",
-                             context=0, api_name="/score_variant")
-        assert out[-1]["delta"] == pytest.approx(notebook[NAMED["HbS"]], abs=1e-4)
-        for change, genome in ((HGVS["IVS-I-1"], "none"), (f"{CONTIG}:{HGVS['IVS-I-1']}", "HBB-locus-demo")):
-            out = client.predict(reference=sequence if genome == "none" else "", upload=None, change=change,
-                                 alternate="", cds=HBB["hbb_cds"], genome=genome, context=0, api_name="/score_variant")
-            assert out[-1]["delta"] == pytest.approx(notebook[NAMED["IVS-I-1"]], abs=1e-4), change
-            # the name echoed (as the page's Markdown writes a '>'), its consequence named
-            assert out[-1]["hgvs"] == change and f"{change.replace('>', '&gt;')} (" in out[0]
-            assert "splice-site [c.92+1G>A]" in out[0]
-        vcf = tmp_path / "variants.vcf"
-        _vcf(vcf)
-        summary, _, _, files = client.predict(genome="HBB-locus-demo", upload=handle_file(str(vcf)),
-                                              api_name="/score_vcf")
-        batch = _tsv_deltas(next(Path(f) for f in files if str(f).endswith(".tsv")))
-        for text in VARIANTS.values():
-            assert batch[text] == pytest.approx(notebook[text], abs=1e-4), text
-        assert "Read in 1,200-base windows" in summary
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    sequence = read_fasta(FASTA).sequence
+    for text in VARIANTS.values():
+        # only what a user types: the window, strands and method stay as the page offers them
+        out = client.predict(reference=sequence, upload=None, change=text, alternate="", cds="", context=0,
+                             api_name="/score_variant")
+        assert out[-1]["delta"] == pytest.approx(notebook[text], abs=1e-4), text
+    out = client.predict(reference="", upload=None, change=f"{CONTIG}:{NAMED['HbS']}", alternate="", cds="",
+                         genome="HBB-locus-demo",
+                         context=0, api_name="/score_variant")
+    assert out[-1]["delta"] == pytest.approx(notebook[NAMED["HbS"]], abs=1e-4)
+    for change, genome in ((HGVS["IVS-I-1"], "none"), (f"{CONTIG}:{HGVS['IVS-I-1']}", "HBB-locus-demo")):
+        out = client.predict(reference=sequence if genome == "none" else "", upload=None, change=change,
+                             alternate="", cds=HBB["hbb_cds"], genome=genome, context=0, api_name="/score_variant")
+        assert out[-1]["delta"] == pytest.approx(notebook[NAMED["IVS-I-1"]], abs=1e-4), change
+        # the name echoed (as the page's Markdown writes a '>'), its consequence named
+        assert out[-1]["hgvs"] == change and f"{change.replace('>', '&gt;')} (" in out[0]
+        assert "splice-site [c.92+1G>A]" in out[0]
+    vcf = tmp_path / "variants.vcf"
+    _vcf(vcf)
+    summary, _, _, files = client.predict(genome="HBB-locus-demo", upload=handle_file(str(vcf)),
+                                          api_name="/score_vcf")
+    batch = _tsv_deltas(next(Path(f) for f in files if str(f).endswith(".tsv")))
+    for text in VARIANTS.values():
+        assert batch[text] == pytest.approx(notebook[text], abs=1e-4), text
+    assert "Read in 1,200-base windows" in summary

@@ -20,7 +20,7 @@ import pytest
 
 from carbon_app.tools.soak import start_app
 
-pytestmark = pytest.mark.slow  # a launched server
+pytestmark = pytest.mark.integration  # a launched server
 
 AUDIT_HOOK = '''
 import os, sys

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from carbon_app.core.tokens import CarbonTokenizer, DnaConfig
@@ -76,7 +76,6 @@ dna_text = st.text(alphabet="ACGTacgtNnRY \n", max_size=40)
 tag_text = st.sampled_from(["", "<plant_species>", "<mammalian_species><pseudo_gene>", "hello ", "<fungi_species>"])
 
 
-@settings(max_examples=200, deadline=None)
 @given(tag=tag_text, dna=dna_text, close=st.booleans(), tail=st.sampled_from(["", "x", " done"]))
 def test_matches_independent_implementation(codec, qwen_bpe, carbon_tokenizer_dir, tag, dna, close, tail):
     config = json.loads((carbon_tokenizer_dir / "dna_config.json").read_text())
@@ -84,7 +83,6 @@ def test_matches_independent_implementation(codec, qwen_bpe, carbon_tokenizer_di
     assert codec.encode(text) == reference_encode(text, config, qwen_bpe)
 
 
-@settings(max_examples=100, deadline=None)
 @given(st.text(alphabet="ACGT", min_size=0, max_size=60).map(lambda s: s[: len(s) - len(s) % 6]))
 def test_decode_inverts_encode(codec, dna):
     text = f"<plant_species><dna>{dna}</dna>"

@@ -258,6 +258,7 @@ def test_auroc_counts_ties_half():
     assert auroc([3, 4], [1, 2]) == 1 and auroc([1, 2], [3, 4]) == 0 and auroc([1, 2], [2, 1]) == 0.5
 
 
+@pytest.mark.integration  # trains a model
 def test_evaluate_names_what_a_draft_only_measurement_lacks(tmp_path, capsys):
     from carbon_app.training.evaluate import main as evaluate_main
 
@@ -758,6 +759,7 @@ def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_ea
 
 
 @pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.integration  # trains a model
 def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_where_nothing_conflicts(compiled):
     """--protect-data: where the rest of the loss pulls against the data's, the step's gradient still descends
     the data's loss as the data's own gradient would (their dot product is the data gradient's squared norm);
@@ -887,6 +889,7 @@ def _tiny_training_data(tmp_path):
     return data, tokenizer
 
 
+@pytest.mark.integration  # trains a model
 def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     from carbon_app.inference.generate import generate
     from carbon_app.model.bundle import load_bundle
@@ -909,6 +912,7 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20
 
 
+@pytest.mark.integration  # trains a model
 def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_do(tmp_path, monkeypatch):
     """`--init-layers`: the cut model is the target's embeddings, first layers, final norm and head (its
     logits equal the target's own, read after those layers); it trains as a draft, records its real shape,
@@ -954,6 +958,7 @@ def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_
     assert (seen[0].init, seen[0].init_layers, seen[0].teacher) == (str(target_dir), 1, str(target_dir))
 
 
+@pytest.mark.integration  # trains a model
 def test_a_target_grown_by_block_expansion_starts_computing_what_it_did_and_trains_its_new_layers(tmp_path):
     """`--init-layers` above the model's own count: copies of evenly spread layers, each after its original,
     whose output projections are zero; the logits are the model's own to the last bit, the new layers train
@@ -1013,6 +1018,7 @@ def test_a_target_grown_by_block_expansion_starts_computing_what_it_did_and_trai
                               warmup=1, eval_every=2, compile=False, **more))
 
 
+@pytest.mark.integration  # trains a model
 def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a_draft(tmp_path, monkeypatch,
                                                                                          capsys):
     """draft_data: each row keeps its training window's tags, `<dna>` and first 96 6-mers, then holds the
@@ -1110,6 +1116,7 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
         draft_data.write_target_rows(target_dir, data, tmp_path / "none", n_rows=4)
 
 
+@pytest.mark.integration  # trains a model
 def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_model(tmp_path, monkeypatch, capsys):
     from safetensors.torch import load_file
 
@@ -1274,6 +1281,7 @@ def test_a_time_budget_cuts_the_steps_to_the_measured_speed():
     assert steps_within(cfg, 30, elapsed_s=900, per_step_s=0.5) == 31  # over budget already: stop next step
 
 
+@pytest.mark.integration  # trains a model
 def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsys):
     from carbon_app.training import train as train_module
 
@@ -1319,6 +1327,7 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
 
 
+@pytest.mark.integration  # trains a model
 def test_a_run_can_cool_its_learning_rate_towards_zero_and_its_rebuild_command_says_so(monkeypatch):
     from dataclasses import asdict
 
@@ -1340,6 +1349,7 @@ def test_a_run_can_cool_its_learning_rate_towards_zero_and_its_rebuild_command_s
     assert "--splice-contrast-weight 3 --splice-side-weights donor=0.5" in command
 
 
+@pytest.mark.integration  # trains a model
 def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_resume(tmp_path, capsys):
     from carbon_app.training import train as train_module
     from carbon_app.training.train import TrainConfig, batch_sampler
@@ -1393,7 +1403,7 @@ def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_r
         assert problem in capsys.readouterr().err
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     """`TrainConfig.compile` fuses kernels in place; the numbers and parameter names stay the eager ones."""
     from carbon_app.training.train import TrainConfig, build_model, kmer_losses
@@ -1414,6 +1424,7 @@ def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     assert torch.allclose(results[0][2], results[1][2], atol=1e-5)
 
 
+@pytest.mark.integration  # trains a model
 def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its_run(tmp_path, monkeypatch):
     """The lineage follows `--init` through the runs' training.json files, and survives its parents'
     folders once recorded; the command written for each run, read by the trainer's own command line,
@@ -1514,7 +1525,7 @@ def _small_world(data: Path, monkeypatch) -> dict:
     return write_dataset(data, records)
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, monkeypatch):
     """Each documented step on a small world: the dataset of annotated records, a target and a draft
     distilled from it, the evaluation beside the Markov baseline and the previous model, and the
@@ -1642,7 +1653,7 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
 
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_model_measured_within_a_delta_radius_is_installed_to_be_read_within_it(tmp_path, monkeypatch):
     """`evaluate --delta-radius`: the card, the quality the page shows and every default path read the deltas
     within that radius, the whole window read beside it from the same passes; figures saved at one radius

@@ -25,8 +25,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                                  info="choose one to give the variant at its coordinates")
             reference, upload = sequence_inputs("Reference sequence (bases, FASTA or GenBank)")
         with gr.Column(scale=2):
-            change = gr.Textbox(label="Variant", placeholder="120:A>G, 57:AT>A, 88:C>CTT, c.20A>T or g.120A>G in "
-                                "the sequence; chr11:5227002:T>A with a genome",
+            change = gr.Textbox(label="Variant", placeholder="120:A>G, 57:AT>A, 88:C>CTT in the sequence (or HGVS: "
+                                "c.20A>T, g.120A>G); chr11:5227002:T>A with a genome",
                                 info="1-based; HGVS c. names count on the coding sequence below; at coordinates "
                                      "also chr11-5227002-T-A, 11:g.5227002T>A, 11:c.20A>T or a VCF line")
             alternate = gr.Textbox(label="…or the full alternate sequence", lines=2)
