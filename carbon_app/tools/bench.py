@@ -31,37 +31,7 @@ from ..errors import ModelError
 from ..inference.generate import generate
 from ..inference.sampling import DnaLogitsProcessor, SamplingParams
 from .synthetic import random_bundle
-
-
-def _timed(fn) -> tuple[float, object]:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    began = time.perf_counter()
-    out = fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter() - began, out
-
-
-def interleaved_times(contenders: dict, repeats: int, outputs: dict | None = None) -> dict[str, list[float]]:
-    """Each contender run once to warm up, then timed `repeats` times, interleaved, so that drift in
-    the machine's load hits every contender alike; `outputs`, when given, receives each one's last output."""
-    for fn in contenders.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            seconds, output = _timed(fn)
-            times[name].append(seconds)
-            if outputs is not None:
-                outputs[name] = output
-    return times
-
-
-def device_name(device: torch.device | str) -> str:
-    """The GPU's name as CUDA reports it, or "CPU"."""
-    device = torch.device(device)
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+from .timing import NOMINAL_GB_S, copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio, timed
 
 
 def _where(bundle) -> str:
@@ -69,12 +39,6 @@ def _where(bundle) -> str:
     if bundle.device.type == "cuda":
         return f"{device_name(bundle.device)}, {str(bundle.dtype).replace('torch.', '')}"
     return f"CPU, {torch.get_num_threads()} threads"
-
-
-def paired_ratio(times_a: list[float], times_b: list[float]) -> float:
-    """Median over repeats of a_i / b_i. Each pair ran back to back, so a slow spell on the
-    machine lands on both terms of a pair more often than on both medians."""
-    return statistics.median(a / b for a, b in zip(times_a, times_b, strict=True))
 
 
 def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, copy_gb_s: float) -> None:
@@ -133,30 +97,6 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, 
               f"{ratio('ours, token mode, transformers forward', 'ours, token mode')}  (same engine, token mode)")
     step = (median["ours, token mode"] - median["ours, token mode, 1 token (prefill)"]) / (tokens - 1)
     bandwidth_report(bundle, step, ids.shape[1] + tokens // 2, copy_gb_s)
-
-
-#: Nominal memory bandwidth (GB/s) of GPUs the app is run on, for the report beside the measured copy speed.
-NOMINAL_GB_S = {"A10": 600, "A100-SXM4-80GB": 2039, "A100-SXM4-40GB": 1555, "A100-PCIE-40GB": 1555,
-                "A100 80GB PCIe": 1935, "H100 80GB HBM3": 3350, "H100 PCIe": 2000, "H200": 4800, "L4": 300,
-                "L40S": 864, "T4": 320}
-
-
-def copy_bandwidth(device: str, n_bytes: int = 2**30) -> float:
-    """Measured device memory bandwidth (GB/s, read + write) of a large tensor copy: the practical peak."""
-    src = torch.empty(n_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
-    dst = torch.empty_like(src)
-    best = min(_timed(lambda: dst.copy_(src))[0] for _ in range(6))
-    return 2 * n_bytes / best / 1e9
-
-
-def decode_step_bytes(bundle, mean_context: int) -> int:
-    """Bytes a batch-1 decode step must read: decoder weights (one embedding row aside), the k-mer head
-    and the KV cache at `mean_context` tokens."""
-    model = bundle.model.model
-    embed = model.embed_tokens.weight
-    weights = sum(p.numel() * p.element_size() for p in model.parameters()) - embed.numel() * embed.element_size()
-    weights += bundle.dna_head.numel() * bundle.dna_head.element_size()
-    return weights + bundle.working_bytes(mean_context, 0, 0)
 
 
 def figure(value: float) -> str:
@@ -263,7 +203,7 @@ def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None
             vcf, tsv = Path(tmp) / f"{kind}.vcf", Path(tmp) / f"{kind}.tsv"
             vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n" + "".join(
                 f"{c}\t{p}\t.\t{r}\t{a}\t.\t.\t.\n" for c, p, r, a in rows))
-            batch_s, _ = _timed(lambda vcf=vcf, tsv=tsv: score_vcf(bundle, reference, vcf, Path(tmp) / "out.vcf", tsv,
+            batch_s, _ = timed(lambda vcf=vcf, tsv=tsv: score_vcf(bundle, reference, vcf, Path(tmp) / "out.vcf", tsv,
                                                                    window=window))
             batched = [float(line.split("\t")[6]) for line in tsv.read_text().splitlines()[1:]]
             began = time.perf_counter()
@@ -296,8 +236,8 @@ def constraints_suite(repeats: int, shape: str = "500M") -> None:
         for r in range(repeats):
             tags = "mammal" if bundle.tokenizer.text_tokenizer else None  # the random shapes read DNA only
             options = dict(seed=r, samples=4, temperature=0.9, species=tags)
-            free.append(_timed(lambda o=options, b=bundle: generate(b, "GCCACC", 3 * len(gfp), **o))[0])
-            seconds, result = _timed(lambda o=options, b=bundle: generate(b, "GCCACC", None, constraints=constraints,
+            free.append(timed(lambda o=options, b=bundle: generate(b, "GCCACC", 3 * len(gfp), **o))[0])
+            seconds, result = timed(lambda o=options, b=bundle: generate(b, "GCCACC", None, constraints=constraints,
                                                                           **o))
             held.append(seconds)
             assert all(str(Seq(s).translate()) == gfp for s in result.sequences)
@@ -330,12 +270,12 @@ def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
         reference = Reference(fasta, "bench")
         print(f"\n== score-vcf on Ray: {n:,} scattered SNVs, {bundle.name}, window {window}, CPU, "
               f"{os.cpu_count()} cores")
-        alone_s, _ = _timed(lambda: score_vcf(bundle, reference, vcf, Path(tmp) / "one.vcf", **options))
+        alone_s, _ = timed(lambda: score_vcf(bundle, reference, vcf, Path(tmp) / "one.vcf", **options))
         began = time.perf_counter()
         scorer = RayScorer("local", workers, "carbon-demo", fasta, "bench", "cpu", options)
         scorer.worker_pids()  # the workers are up and hold their models
         start_s = time.perf_counter() - began
-        ray_s, _ = _timed(lambda: score_vcf(bundle, reference, vcf, Path(tmp) / "ray.vcf", scorer=scorer, **options))
+        ray_s, _ = timed(lambda: score_vcf(bundle, reference, vcf, Path(tmp) / "ray.vcf", scorer=scorer, **options))
         scorer.close()
         one, spread = _vcf_records(Path(tmp) / "one.vcf"), _vcf_records(Path(tmp) / "ray.vcf")
     same = [r[:-1] for r in one] == [r[:-1] for r in spread]  # every record, its alleles and filters
@@ -622,7 +562,7 @@ def scoring_throughput(bundle, repeats: int, n_bases: int = 3000) -> None:
     generator = torch.Generator().manual_seed(1)
     seq = "".join("ACGT"[i] for i in torch.randint(0, 4, (n_bases,), generator=generator).tolist())
     score_sequence(bundle, seq)
-    seconds = statistics.median(_timed(lambda: score_sequence(bundle, seq))[0] for _ in range(repeats))
+    seconds = statistics.median(timed(lambda: score_sequence(bundle, seq))[0] for _ in range(repeats))
     print(f"\n== scoring: {n_bases} bases in {seconds:.2f} s, {n_bases / seconds:,.0f} bases/s (marginal method)")
 
 

@@ -38,8 +38,8 @@ from ..core.dna import BASES
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
 from ..model.decoder import attention_kernels
-from .bench import _timed, copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio
 from .synthetic import random_bundle
+from .timing import copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio, timed
 
 A10_GIB = 22  # what an A10's 24 GB leave to one process
 
@@ -222,9 +222,9 @@ def scoring_ratios(device: str, repeats: int, shape: str = "500M", window: int =
         positions = sorted(wanted)
         spec = resolve_spec(bundle, window=window, frames=bundle.k, method="marginal", strand_average=False,
                             delta_radius=None)
-        batch_s, batch = _timed(lambda: mean_substitution_deltas(bundle, seq, positions, spec, alternates=wanted))
+        batch_s, batch = timed(lambda: mean_substitution_deltas(bundle, seq, positions, spec, alternates=wanted))
         singles = [(i, b, f"{p + 1}:{seq[p]}>{b}") for i, p in enumerate(positions) for b in wanted[p]]
-        loop_s, alone = _timed(lambda: [score_variant(bundle, seq, v, window=window).delta for _, _, v in singles])
+        loop_s, alone = timed(lambda: [score_variant(bundle, seq, v, window=window).delta for _, _, v in singles])
     worst = max(abs(batch[i, BASES.index(b)] - d) for (i, b, _), d in zip(singles, alone, strict=True))
     return {"shape": shape, "window": window, "frames_cost": paired_ratio(times["six frames"], times["one frame"]),
             "batch_snvs": len(singles), "batch_s": batch_s, "loop_s": loop_s, "batch_speedup": loop_s / batch_s,
