@@ -29,7 +29,8 @@ def _check_quality_schema(quality: dict) -> None:
             assert isinstance(figures[name], float) and 0 <= figures[name] <= 1, name
     assert isinstance(quality["window"], int) and quality["window"] > 0
     assert quality["method"] in ("marginal", "chain")
-    assert quality["delta_radius"] is None or (isinstance(quality["delta_radius"], int) and quality["delta_radius"] >= 0)
+    radius = quality["delta_radius"]
+    assert radius is None or (isinstance(radius, int) and radius >= 0)
     assert isinstance(quality["demo"], bool)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -268,3 +270,31 @@ def test_gzip_bombs_are_refused_by_what_they_expand_to_in_constant_memory(tmp_pa
         assert {"header lines": "header lines", "one long line": "longer than", "blank lines": "blank lines"}[kind] \
             in answer
         assert peak < baseline + 40, (kind, peak, baseline)
+
+
+def test_with_carbon_auth_every_route_asks_for_a_sign_in_and_the_password_is_never_logged(tmp_path):
+    from gradio_client import Client
+
+    password = "s3cret-pass-7"
+    log = tmp_path / "app.log"
+    process, url = start_app(log, CARBON_MODEL="", CARBON_PRELOAD="0", HF_HUB_OFFLINE="1",
+                             CARBON_OUTPUT_DIR=str(tmp_path / "out"), CARBON_AUTH=f"ana:{password},ben:other-one")
+    try:
+        for path in ("config", "gradio_api/info"):  # what a client reads before it can call anything
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(url + path, timeout=30)
+            assert refused.value.code == 401, path
+        with pytest.raises(Exception, match="credentials were not provided"):
+            Client(url, verbose=False)
+        with pytest.raises(ValueError, match="Could not login"):
+            Client(url, auth=("ana", "wrong"), verbose=False)
+        table, _, data = Client(url, auth=("ben", "other-one"), verbose=False).predict(api_name="/models")
+        assert "carbon-demo" in data["configured"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert password not in log.read_text()
+    bad = tmp_path / "bad.log"
+    with pytest.raises(RuntimeError, match="CARBON_AUTH entry 'ben' is not USER:PASSWORD") as exited:
+        start_app(bad, CARBON_MODEL="", CARBON_PRELOAD="0", HF_HUB_OFFLINE="1", CARBON_AUTH=f"ana:{password},ben:")
+    assert password not in str(exited.value) and password not in bad.read_text()

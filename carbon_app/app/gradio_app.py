@@ -12,7 +12,7 @@ import os
 import gradio as gr
 
 from ..assets import ASSETS
-from ..errors import CarbonError
+from ..errors import CarbonError, InputError
 from ..model.manager import ModelManager
 from . import model_thread
 from .service import AppConfig, Service
@@ -78,8 +78,25 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     return demo
 
 
+def sign_ins(text: str | None) -> list[tuple[str, str]] | None:
+    """`CARBON_AUTH` (`USER:PASSWORD`, comma-separated for several) as Gradio's `auth` pairs; None when unset.
+    A malformed entry is named by its user and position only: the password never reaches a message or a log."""
+    if not text or not text.strip():
+        return None
+    pairs = []
+    for i, entry in enumerate(text.split(","), start=1):
+        user, sep, password = entry.strip().partition(":")
+        if not sep or not user.strip() or not password:
+            who = f"'{user.strip()}'" if sep and user.strip() else f"number {i}"
+            raise InputError(f"CARBON_AUTH entry {who} is not USER:PASSWORD (entries are separated by commas)")
+        pairs.append((user.strip(), password))
+    return pairs
+
+
 def launch() -> None:
-    """Start the server: preload the configured models, bounded queue, port 7860."""
+    """Start the server: preload the configured models, bounded queue, port 7860; a sign-in page first when
+    CARBON_AUTH names users."""
+    auth = sign_ins(os.environ.get("CARBON_AUTH"))
     manager = ModelManager()
     config = AppConfig.from_env()
     if os.environ.get("CARBON_PRELOAD", "1") != "0":
@@ -92,4 +109,4 @@ def launch() -> None:
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
     demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")])
+                max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")], auth=auth)
