@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 from Bio import SeqIO
@@ -257,3 +258,58 @@ def test_the_smaller_holes_each_get_a_named_message(tmp_path, monkeypatch, compa
         CodingSequence.parse("1..3,2..4", "ACGTACGTAC")
     with pytest.raises(InputError, match="the 100,001-base alternate allele does not fit"):
         score_variant(compact, BASES, f"4:{BASES[3]}>{BASES[3]}" + "C" * 100_000)
+
+
+def test_result_files_are_kept_for_the_retention_age_and_size_and_a_running_jobs_folder_is_never_taken(tmp_path):
+    import os
+    import time
+
+    from carbon_app.app.results import RECENT_S, Retention, expire
+
+    root = tmp_path / "results"
+    root.mkdir()
+    now = time.time()
+
+    def folder(name: str, age_s: float, n_bytes: int):
+        path = root / name
+        path.mkdir()
+        (path / "result.tsv").write_bytes(b"x" * n_bytes)
+        for p in (path / "result.tsv", path):
+            os.utime(p, (now - age_s, now - age_s))
+        return path
+
+    stale = folder("stale", 25 * 3600, 10)  # past the age: removed whatever the size
+    old = folder("old", 5 * 3600, 600)  # within the age, the oldest: removed while the total is over the limit
+    middle = folder("middle", 2 * 3600, 300)
+    running = folder("running", RECENT_S / 2, 500)  # written to a moment ago: a job still writing it
+    retention = Retention(max_age_s=24 * 3600, max_bytes=1000)
+    assert sorted(p.name for p in expire(root, retention, now)) == ["old", "stale"]  # 1,400 -> 800 bytes
+    assert not stale.exists() and not old.exists() and middle.exists() and running.exists()
+    assert expire(root, retention, now) == []  # within both bounds: nothing more goes
+    growing = folder("growing", 0, 2000)  # over the size: older folders go, the two being written stay
+    assert expire(root, retention, now) == [middle] and running.exists() and growing.exists()
+
+
+def test_the_service_clears_expired_results_before_it_writes_a_new_one(tmp_path, demo_manager, monkeypatch):
+    import os
+
+    from carbon_app.app.results import Retention
+
+    service = Service(demo_manager, AppConfig(models=["carbon-demo"], output_dir=tmp_path,
+                                              retention=Retention(max_age_s=60, max_bytes=2**20)))
+    first = Path(service.scan_file(*_a_scan(service)))
+    for path in (first, first.parent):  # written an hour ago
+        os.utime(path, (first.stat().st_mtime - 3600,) * 2)
+    second = Path(service.scan_file(*_a_scan(service)))
+    assert second.exists() and not first.exists() and [p.name for p in tmp_path.iterdir()] == [second.parent.name]
+    monkeypatch.setenv("CARBON_RESULTS_MAX_AGE_HOURS", "none")
+    with pytest.raises(InputError, match="CARBON_RESULTS_MAX_AGE_HOURS must be a number"):
+        Retention.from_env()
+    monkeypatch.setenv("CARBON_RESULTS_MAX_AGE_HOURS", "12")
+    monkeypatch.setenv("CARBON_RESULTS_MAX_MB", "100")
+    assert Retention.from_env().sentence() == ("results are kept 12 hours, and at most 100 MB of them (the oldest "
+                                               "go first)")
+
+
+def _a_scan(service):
+    return service.scan("carbon-demo", "ACGTACGTACGTACGTACGT", 5, 6, window=20)

@@ -37,7 +37,9 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     service = Service(manager or ModelManager(), config or AppConfig.from_env())
     models = service.config.models
     examples, hbb = Page.load_examples()
-    with gr.Blocks(title="Carbon Studio") as demo:
+    # uploads and Gradio's copies of served files: cleared hourly once older than the results' retention age
+    age = max(1, int(service.config.retention.max_age_s))
+    with gr.Blocks(title="Carbon Studio", delete_cache=(min(3600, age), age)) as demo:
         gr.Markdown("# Carbon Studio\nDesign DNA and score variants with the Carbon DNA language models "
                     "(6-mer tokens, base-level inference).")
         with gr.Row():

@@ -33,6 +33,7 @@ from ..inference.score import Variant, VariantScore
 from ..inference.spec import CARBON_EVALUATION, measured_setup
 from ..model.hub import bundled_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
+from .results import Retention, new_result_folder
 
 MAX_UPLOAD_BYTES = 5 * 2**20
 MAX_PASTE_CHARS = 2_000_000
@@ -53,6 +54,7 @@ class AppConfig:
     genomes: dict[str, Path] = field(default_factory=dict)
     max_vcf_alts: int = 5000
     upload_limits: UploadLimits = field(default_factory=UploadLimits)
+    retention: Retention = field(default_factory=Retention)  # how long result files are kept
 
     @classmethod
     def from_env(cls) -> AppConfig:
@@ -65,7 +67,7 @@ class AppConfig:
         max_alts = whole_number(os.environ.get("CARBON_VCF_MAX_ALTS", "5000"), "CARBON_VCF_MAX_ALTS", 1)
         expanded = whole_number(os.environ.get("CARBON_VCF_MAX_EXPANDED_MB", "64"), "CARBON_VCF_MAX_EXPANDED_MB", 1)
         return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts,
-                   upload_limits=UploadLimits(expanded_bytes=expanded * 2**20))
+                   upload_limits=UploadLimits(expanded_bytes=expanded * 2**20), retention=Retention.from_env())
 
 
 class Service:
@@ -207,8 +209,12 @@ class Service:
             return read_fasta(text, what=what, choose=ONE_RECORD)
         return FastaRecord("pasted", "", clean_sequence(text, what=what))
 
+    def result_folder(self) -> Path:
+        """A new folder for one result's files (what the retention no longer keeps removed first)."""
+        return new_result_folder(self.config.output_dir, self.config.retention)
+
     def _write(self, name: str, text: str) -> str:
-        folder = Path(tempfile.mkdtemp(dir=self.config.output_dir))
+        folder = self.result_folder()
         path = folder / name
         path.write_text(text)
         return str(path)
@@ -323,7 +329,7 @@ class Service:
             raise InputError(f"the VCF holds {alts:,} ALT alleles; this server scores at most "
                              f"{self.config.max_vcf_alts:,} at a time (the command line, score-vcf, has no limit)")
         target = self.model(model)
-        folder = Path(tempfile.mkdtemp(dir=self.config.output_dir))
+        folder = self.result_folder()
         stem = path.name.removesuffix(".gz").removesuffix(".vcf")
         vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
         with self._request("this VCF"):
