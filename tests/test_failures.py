@@ -37,6 +37,17 @@ def test_a_small_memory_budget_refuses_a_large_request_before_any_work_and_serve
     assert tight.manager.loads == 1  # the model was never dropped
 
 
+def test_a_design_that_fits_a_tight_budget_gets_its_checks_too(tmp_path):
+    """The checks' scoring pass asks for the memory its one row needs (it used to ask for a whole 2,048-token
+    block, 64 MiB, and threw the designs away under a budget that had made them)."""
+    weights = ModelManager(device="cpu").get("carbon-demo").n_bytes
+    tight = _service(tmp_path, budget=weights + 4 * 2**20)  # 4 MiB left for requests
+    designs = _design(tight, samples=4)
+    reports = tight.design_reports(designs, flank="ACGT" * 50)
+    assert len(reports) == 4 and all(r["ll_design"] < 0 and r["ll_flank"] < 0 for r in reports)
+    assert tight.manager.loads == 1 and tight.running == 0
+
+
 def _fail_with(error: BaseException):
     """A forward pre-hook (on the token embedding, which every forward runs) that raises `error` once."""
     state = {"armed": True}

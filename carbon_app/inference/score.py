@@ -128,7 +128,9 @@ def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tup
     first = len(bundle.tokenizer.encode(dna_prompt(prefix))) - 1  # <dna>: its logits predict the first k-mer
     widest = max(len(ids) for ids in prompts)
     per_row = max(1, pass_tokens(bundle) // widest)
-    bundle.check_memory(min(per_row, len(seqs)) * widest, min(per_row, len(seqs)) * widest, _HEAD_CHUNK,
+    block_tokens = min(per_row, len(seqs)) * widest
+    # the output projection runs over one row's tokens at a time, at most _HEAD_CHUNK of them
+    bundle.check_memory(block_tokens, block_tokens, min(_HEAD_CHUNK, widest),
                         f"scoring {len(seqs)} window(s) of up to {max(map(len, seqs)):,} bases")
     out = []
     for lo in range(0, len(seqs), per_row):

@@ -6,7 +6,7 @@ import gradio as gr
 
 from ...core.dna import mask_from_template
 from ...core.validate import whole_number
-from ...errors import CarbonError
+from ...errors import CarbonError, ModelError
 from ...inference.generate import MAX_SAMPLES
 from .. import formatting as fmt
 from ..plots import confidence_figure, logo_figure
@@ -99,6 +99,8 @@ def design_tab(page: Page) -> None:
         # the constraint fields have defaults, so API clients written before them still work
         try:
             prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
+            if flank:  # named before any work, not after the designs are made
+                Service.sequence(flank, None, "downstream flank", allow_empty=True)
             # numbers go to the engine as the form sent them: it checks every field and names it
             options = dict(mask=mask or None, species=species, region=region, mode=mode, temperature=temperature,
                            top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8, protein=protein,
@@ -115,10 +117,15 @@ def design_tab(page: Page) -> None:
                            design_json: None,
                            fasta_copy: "", status: f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}"}
                     continue
-                reports = service.design_reports(result, flank)
+                try:
+                    reports = service.design_reports(result, flank)
+                    checks_text = fmt.report_markdown(reports)
+                except ModelError as exc:  # no room for the checks' pass: the designs made stand without them
+                    reports, checks_text = [], f"*The checks were not run: {fmt.plain(exc)}. The designs are shown " \
+                                               "without them.*"
                 done = {**shown, confidence: confidence_figure(result.base_probs, result.base_entropy,
                                                                result.sequences),
-                        checks: fmt.report_markdown(reports), prompt_info: fmt.prompt_info(result),
+                        checks: checks_text, prompt_info: fmt.prompt_info(result),
                         status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
                         files: service.design_files(result), fasta_copy: fmt.fasta_text(result.sequences),
                         design_json: {**result.to_dict(), "reports": reports}}
