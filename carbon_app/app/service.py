@@ -30,7 +30,7 @@ from ..inference.checks import design_reports
 from ..inference.generate import GenerationResult, generate_stream
 from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
-from ..inference.spec import CARBON_EVALUATION, measured_setup
+from ..model.card import CARBON_EVALUATION, measured_setup
 from ..model.hub import bundled_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
 from .results import Retention, new_result_folder
@@ -157,7 +157,7 @@ class Service:
         return self.scoring_setup(name)["method"]
 
     def scoring_setup(self, name: str | None) -> dict:
-        """A served model's own scoring setup (`inference.spec.measured_setup`), read without loading it; the
+        """A served model's own scoring setup (`model.card.measured_setup`), read without loading it; the
         Carbon evaluation's where no model is configured."""
         if not self.config.models:
             return {**CARBON_EVALUATION, "measured": False}

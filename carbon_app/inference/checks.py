@@ -174,7 +174,8 @@ def design_likelihoods(bundle, result, flank: str = "") -> list[dict]:
     """Each design's log-likelihood under the model that made it (natural log, after its prompt and tags),
     with a downstream `flank` appended too when given (how a causal model sees the insert's far
     junction), ranked best first: [{design (1-based), ll_design, ll_flank, total, rank}] in design order."""
-    from .score import context_room_bases, score_sequence
+    from .score import score_sequence
+    from .spec import context_room_bases
 
     tags = result.prompt_text.split("<dna>")[0]
     room = context_room_bases(bundle, tags)

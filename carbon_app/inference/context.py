@@ -14,13 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.dna import BASES, clean_sequence
-from ..core.validate import whole_number
-from ..errors import InputError
 from ..model.bundle import ModelBundle
-from .scan import MAX_SCAN_POSITIONS, mean_substitution_deltas
-from .spec import ScoringSpec, resolve_spec
-
-MAX_CONTEXT_BASES = (MAX_SCAN_POSITIONS - 1) // 2
+from .scan import mean_substitution_deltas
+from .spec import MAX_CONTEXT_BASES, ScoringSpec, checked_radius, resolve_spec  # noqa: F401 (where callers look)
 
 
 @dataclass
@@ -51,13 +47,6 @@ class ScoreContext:
     def to_dict(self) -> dict:
         return {"radius": self.radius, "start": self.start, "end": self.end, "substitutions": self.count,
                 "more_damaging_than": self.more_damaging_than, "sentence": self.sentence()}
-
-
-def checked_radius(radius) -> int:
-    radius = whole_number(radius, "the context (bases either side)", 0)
-    if radius > MAX_CONTEXT_BASES:
-        raise InputError(f"the context is {radius:,} bases either side; at most {MAX_CONTEXT_BASES:,}")
-    return radius
 
 
 def rank_in(deltas: np.ndarray, region_start0: int, pos0: int, ref_len: int, alt: str | None, delta: float,

@@ -44,9 +44,7 @@ from ..model.bundle import ModelBundle
 from ..model.kv import branch, preallocated_cache
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .score import frame_windows, pass_tokens, variant_delta_radius
-from .spec import OWN_RADIUS, ScoringSpec, resolve_spec
-
-MAX_SCAN_POSITIONS = 2000
+from .spec import MAX_SCAN_POSITIONS, OWN_RADIUS, ScoringSpec, resolve_spec
 
 
 @dataclass

@@ -56,14 +56,15 @@ from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
+from ..model.card import CARBON_EVALUATION
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
 from .spec import (  # noqa: F401 (METHODS, parse_delta_radius: where callers have always found them)
-    CARBON_EVALUATION,
     METHODS,
     OWN_RADIUS,
     ScoringSpec,
     check_method,
     checked_delta_radius,
+    context_room_bases,
     parse_delta_radius,
     resolve_spec,
 )
@@ -99,12 +100,6 @@ def variant_delta_radius(model, delta_radius: int | str | None) -> int | None:
     """`delta_radius` checked (bases either side of the variant that its delta sums; None: the whole window),
     or (OWN_RADIUS) the model's own (`ModelBundle.variant_delta_radius`)."""
     return checked_delta_radius(model.variant_delta_radius, delta_radius)
-
-
-def context_room_bases(bundle: ModelBundle, prefix_text: str) -> int:
-    """How many bases one forward pass can score after the tag prefix and `<dna>`."""
-    prefix_tokens = len(bundle.tokenizer.encode(dna_prompt(prefix_text)))
-    return (bundle.max_tokens - prefix_tokens + 1) * bundle.k  # the last token is read, never fed
 
 
 def pass_tokens(bundle: ModelBundle) -> int:

@@ -4,39 +4,32 @@ A `ScoringSpec` holds every setting that changes a delta (the window, the
 tokenization frames, the strands, the method, the radius the delta is summed
 within, the tags) and the context a delta is ranked in. `resolve_spec` fills
 each setting a caller leaves out (None) with the model's own, the setup its
-quality was measured with (`measured_setup`), and clamps the window to what the
+quality was measured with (`model.card.measured_setup`), and clamps the window to what the
 model's context holds, by one rule, so the Variant tab, the scan, VCF batches,
 the command line, the notebook API and Ray score a variant in the same windows
 and get the same number.
 
 A model's own setup lives in `scoring.json` beside its weights (what its card
-recommends: the bundled demo models ship one). A model directory without it is
-read as its `eval.json` measured it (older demo cards), else with the Carbon
-evaluation's setup (spec section 7): one window of 8 kb centred on the variant,
-one strand, the reference FNS marginals over the whole window, in every
+recommends; `model.card` reads it), else the Carbon evaluation's, in every
 tokenization frame (this project's deliberate improvement: a single frame moves
 a delta by about half a nat, `score.py` says why).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
+from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
-from ..errors import InputError, ModelError
+from ..errors import InputError
+from ..model.card import SETTINGS
 
-SCORING_FILE = "scoring.json"
 METHODS = ("marginal", "chain")
 #: the scoring methods in words, as the page and every result name them
 METHOD_WORDS = {"marginal": "reference FNS marginals", "chain": "exact chain rule"}
 OWN_RADIUS = "own"  # a radius argument meaning: the one the model's measured figures were read with
-SETTINGS = ("window", "frames", "strand_average", "method", "delta_radius")
-
-#: The Carbon evaluation's setup (spec section 7), for a model that names none of its own. frames None: all k.
-CARBON_EVALUATION = {"window": 8000, "frames": None, "strand_average": False, "method": "marginal",
-                     "delta_radius": None}
+MAX_SCAN_POSITIONS = 2000  # substitutions' positions one scan (or one context ranking) reads
+MAX_CONTEXT_BASES = (MAX_SCAN_POSITIONS - 1) // 2  # a context is ranked by a scan of 2r + 1 positions
 
 
 def check_method(method: str) -> str:
@@ -45,32 +38,18 @@ def check_method(method: str) -> str:
     return method
 
 
-def measured_setup(model_dir: Path) -> dict:
-    """A model's own scoring setup: `scoring.json`, else what its `eval.json` measured, else the Carbon
-    evaluation's. Every key of `CARBON_EVALUATION`, plus "measured": whether held-out figures were read so."""
-    path = Path(model_dir) / SCORING_FILE
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ModelError(f"{path} cannot be read as JSON: {exc}") from None
-        if not isinstance(data, dict) or set(data) - {*SETTINGS, "measured", "note"}:
-            raise ModelError(f"{path} must be a JSON object with the keys {', '.join(SETTINGS)} (and 'measured')")
-        return {**CARBON_EVALUATION, "measured": False, **data}
-    quality = measured_quality(model_dir)
-    if quality:
-        setup = {key: quality[key] for key in ("window", "method", "delta_radius") if key in quality}
-        return {**CARBON_EVALUATION, "strand_average": True, **setup, "measured": True}
-    return {**CARBON_EVALUATION, "measured": False}
+def checked_radius(radius) -> int:
+    """A context radius (bases either side a delta is ranked among), checked."""
+    radius = whole_number(radius, "the context (bases either side)", 0)
+    if radius > MAX_CONTEXT_BASES:
+        raise InputError(f"the context is {radius:,} bases either side; at most {MAX_CONTEXT_BASES:,}")
+    return radius
 
 
-def measured_quality(model_dir: Path) -> dict | None:
-    """`eval.json`'s "quality" in a model directory (what the page shows beside a score), or None."""
-    path = Path(model_dir) / "eval.json"
-    try:
-        return json.loads(path.read_text()).get("quality") if path.exists() else None
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
+def context_room_bases(bundle, prefix_text: str) -> int:
+    """How many bases one forward pass can score after the tag prefix and `<dna>`."""
+    prefix_tokens = len(bundle.tokenizer.encode(dna_prompt(prefix_text)))
+    return (bundle.max_tokens - prefix_tokens + 1) * bundle.k  # the last token is read, never fed
 
 
 @dataclass(frozen=True)
@@ -155,9 +134,6 @@ def resolve_spec(bundle, spec: ScoringSpec | None = None, *, window=None, frames
     every value checked and the window clamped to the context."""
     if spec is not None:
         return spec
-    from .context import checked_radius
-    from .score import context_room_bases
-
     own = bundle.scoring
     frames = own["frames"] if frames is None else frames
     frames = bundle.k if frames is None else whole_number(frames, "frames", 1, bundle.k)

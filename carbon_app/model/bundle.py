@@ -20,7 +20,7 @@ import torch
 from ..core.tags import TagScheme, load_tag_scheme
 from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
-from ..inference.spec import measured_quality, measured_setup  # noqa: F401 (measured_quality: its old home)
+from .card import measured_quality, measured_setup
 from .decoder import LeanDecoder, attention_kernels
 from .hub import draft_for, resolve_model_dir
 
@@ -134,7 +134,7 @@ class ModelBundle:
     @functools.cached_property
     def scoring(self) -> dict:
         """How this model's variants are scored unless a caller says otherwise: its own setup
-        (`inference.spec.measured_setup`: `scoring.json`, what its quality was measured with)."""
+        (`model.card.measured_setup`: `scoring.json`, what its quality was measured with)."""
         return measured_setup(self.path)
 
     @property

@@ -38,8 +38,9 @@ import torch
 from ..core.tokens import dna_prompt
 from ..inference.generate import generate
 from ..inference.score import METHODS, Variant, score_sequence, variant_passes
-from ..inference.spec import SCORING_FILE, resolve_spec
+from ..inference.spec import resolve_spec
 from ..model.bundle import load_bundle
+from ..model.card import SCORING_FILE
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 from .merge import merge_command
 from .train import kept_near_start, model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
