@@ -217,8 +217,8 @@ def test_the_static_forward_computes_the_plain_steps_verifies_and_crops(architec
     plain.batch_repeat_interleave(2)
     static.batch_repeat_interleave(2)
     for layer in static.layers:  # unwritten memory may hold anything: attention must not read it
-        layer._key_buffer[..., layer.length :, :] = float("nan")
-        layer._value_buffer[..., layer.length :, :] = float("nan")
+        for buffer in layer.buffers:
+            buffer[..., layer.length :, :] = float("nan")
     forward = StaticForward(lean, static, batch=2, graph=False)
     for new, back in [(1, 0), (1, 0), (5, 3), (1, 0), (4, 0), (1, 2), (1, 0)]:
         ids = torch.randint(0, 300, (2, new))
@@ -258,7 +258,7 @@ def test_a_kept_graph_pool_serves_the_next_run_and_the_compiled_layers_compute_t
         pool = pool or GraphPool.allocate(static, batch=1, capacity=pool_capacity(33))
         assert pool_capacity(33) == 256 and pool.fits(static, 1) and not pool.fits(static, 2)
         forward = StaticForward(lean, static, batch=1, graph=False, pool=pool, compiled=compiled)
-        assert pool.in_use and static.layers[0]._key_buffer.data_ptr() == pool.keys[0].data_ptr()
+        assert pool.in_use and static.layers[0].buffers[0].data_ptr() == pool.keys[0].data_ptr()
         for new in (1, 3, 1):
             ids = torch.randint(0, 300, (1, new))
             torch.testing.assert_close(forward(ids), lean(ids, plain), rtol=0, atol=1e-5)
@@ -282,12 +282,12 @@ def test_a_model_keeps_small_pools_counted_in_its_memory_and_lends_each_to_one_r
     first = graphs.StaticForward(bundle.decoder, cache, 1, graph=False, pool=pool)
     other, _ = _prefill(bundle, [5, 6], 50, 1)
     busy = graphs._pool_for(bundle, other, 1)  # the kept pool is lent out: this run uses its own cache
-    assert busy is not pool and busy.keys[0] is other.layers[0]._key_buffer and len(bundle.graph_pools) == 1
+    assert busy is not pool and busy.keys[0] is other.layers[0].buffers[0] and len(bundle.graph_pools) == 1
     del first
     assert graphs._pool_for(bundle, other, 1) is pool  # returned, and the next run of its size takes it
     monkeypatch.setattr(graphs, "KEPT_POOL_BYTES", pool.n_bytes - 1)
     large, _ = _prefill(bundle, [5], 300, 1)
-    assert graphs._pool_for(bundle, large, 1).keys[0] is large.layers[0]._key_buffer and len(bundle.graph_pools) == 1
+    assert graphs._pool_for(bundle, large, 1).keys[0] is large.layers[0].buffers[0] and len(bundle.graph_pools) == 1
 
 
 @torch.inference_mode()

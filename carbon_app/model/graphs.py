@@ -36,6 +36,7 @@ from collections.abc import Callable
 import torch
 
 from .decoder import LeanDecoder
+from .kv import is_preallocated
 
 #: A pool is kept for later runs only up to this size (its KV buffers; a graph's own memory is small), and a
 #: model keeps at most `KEPT_POOLS`: batch-1 designs, scores' steps and a draft's rounds stay captured,
@@ -76,22 +77,22 @@ class GraphPool:
         def like(buffer: torch.Tensor) -> torch.Tensor:
             return buffer.new_zeros((batch, *buffer.shape[1:-2], capacity, buffer.shape[-1]))
 
-        return cls([like(layer._key_buffer) for layer in cache.layers],
-                   [like(layer._value_buffer) for layer in cache.layers])
+        return cls([like(layer.buffers[0]) for layer in cache.layers],
+                   [like(layer.buffers[1]) for layer in cache.layers])
 
     @classmethod
     def adopt(cls, cache) -> GraphPool:
         """The cache's own buffers: no copy and no memory beyond what the run was budgeted for."""
-        return cls([layer._key_buffer for layer in cache.layers], [layer._value_buffer for layer in cache.layers])
+        return cls([layer.buffers[0] for layer in cache.layers], [layer.buffers[1] for layer in cache.layers])
 
     @property
     def n_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values)
 
     def fits(self, cache, batch: int) -> bool:
-        layer = cache.layers[0]
-        return (batch == self.batch and layer._key_buffer.shape[-2] <= self.capacity
-                and layer._key_buffer.dtype == self.keys[0].dtype and layer._key_buffer.device == self.device)
+        keys = cache.layers[0].buffers[0]
+        return (batch == self.batch and keys.shape[-2] <= self.capacity
+                and keys.dtype == self.keys[0].dtype and keys.device == self.device)
 
 
 def pool_capacity(capacity: int) -> int:
@@ -110,20 +111,13 @@ class StaticForward:
     def __init__(self, decoder: LeanDecoder, cache, batch: int, graph: bool, max_graphed: int = MAX_GRAPHED_TOKENS,
                  pool: GraphPool | None = None, compiled: bool = False):
         self.decoder, self.layers = decoder, cache.layers
-        if self.layers[0]._key_buffer.shape[0] != batch:
-            raise ValueError(f"the cache holds {self.layers[0]._key_buffer.shape[0]} rows, not {batch}")
+        if self.layers[0].rows != batch:
+            raise ValueError(f"the cache holds {self.layers[0].rows} rows, not {batch}")
         self.pool = pool or GraphPool.adopt(cache)
         self.pool.in_use = True
         weakref.finalize(self, setattr, self.pool, "in_use", False)
         for layer, keys, values in zip(self.layers, self.pool.keys, self.pool.values, strict=True):
-            if keys is not layer._key_buffer:  # a kept pool: the prompt's keys and values move in
-                keys[..., : layer.length, :].copy_(layer._key_buffer[..., : layer.length, :])
-                values[..., : layer.length, :].copy_(layer._value_buffer[..., : layer.length, :])
-            # masked positions weigh zero, but 0 x NaN is NaN: nothing unwritten may hold garbage
-            keys[..., layer.length :, :].zero_()
-            values[..., layer.length :, :].zero_()
-            layer._key_buffer, layer._value_buffer = keys, values
-            layer._expose()
+            layer.move_to(keys, values)  # a kept pool: the prompt's keys and values move in
         self.capacity, self.device = self.pool.capacity, self.pool.device
         self.batch, self.graph, self.max_graphed, self.compiled = batch, graph, max_graphed, compiled
 
@@ -178,8 +172,7 @@ class StaticForward:
         else:
             hidden = self._first_forward(input_ids)
         for layer in self.layers:
-            layer.length += new
-            layer._expose()
+            layer.advance(new)
         return hidden
 
 
@@ -187,14 +180,13 @@ def _pool_for(bundle, cache, batch: int) -> GraphPool:
     """A kept pool that fits this run and is free; else a new one to keep, if one of this size may be
     kept; else the cache's own buffers, for this run only."""
     pools: OrderedDict = bundle.graph_pools
-    capacity = pool_capacity(cache.layers[0]._key_buffer.shape[-2])
+    capacity = pool_capacity(cache.layers[0].room)
     key = (batch, capacity)
     pool = pools.get(key)
     if pool is not None and not pool.in_use and pool.fits(cache, batch):
         pools.move_to_end(key)
         return pool
-    per_position = sum(b.numel() // b.shape[-2] * b.element_size() for layer in cache.layers
-                       for b in (layer._key_buffer, layer._value_buffer))
+    per_position = sum(layer.bytes_per_position for layer in cache.layers)
     if per_position * capacity > KEPT_POOL_BYTES or key in pools:  # too large to keep, or the kept one is busy
         return GraphPool.adopt(cache)
     pools[key] = pool = GraphPool.allocate(cache, batch, capacity)
@@ -206,9 +198,7 @@ def _pool_for(bundle, cache, batch: int) -> GraphPool:
 def forward_over(bundle, cache, batch: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """New tokens over `cache` (filled by a prefill): CUDA graphs where they apply, else the bundle's
     own forward."""
-    layer = cache.layers[0]
-    if (bundle.decoder is not None and bundle.device.type == "cuda" and graphs_enabled()
-            and getattr(layer, "is_initialized", False) and hasattr(layer, "_key_buffer")):
+    if bundle.decoder is not None and bundle.device.type == "cuda" and graphs_enabled() and is_preallocated(cache):
         return StaticForward(bundle.decoder, cache, batch, graph=True, pool=_pool_for(bundle, cache, batch),
                              compiled=compile_enabled())
     return lambda input_ids: bundle.hidden_states(input_ids, cache)

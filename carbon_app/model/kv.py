@@ -19,11 +19,35 @@ def _with_room(buffer: torch.Tensor, extra: int) -> torch.Tensor:
     return torch.cat([buffer, buffer.new_empty((*buffer.shape[:-2], extra, buffer.shape[-1]))], dim=-2)
 
 
-class _PreallocatedLayer(DynamicLayer):
+class PreallocatedLayer(DynamicLayer):
+    """One layer's keys and values in buffers [rows, kv heads, capacity, head dim], of which the first
+    `length` positions are written; `keys`/`values` (what the model reads) are views of that part.
+
+    Beside `DynamicLayer`'s interface, code that writes the buffers itself (a CUDA graph's static step,
+    `graphs.StaticForward`) uses `buffers`, `move_to` and `advance`."""
+
     def __init__(self, capacity: int):
         super().__init__()
         self.capacity = capacity
         self.length = 0
+
+    @property
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole key and value buffers, written or not (after the first `update`)."""
+        return self._key_buffer, self._value_buffer
+
+    @property
+    def rows(self) -> int:
+        return self._key_buffer.shape[0]
+
+    @property
+    def room(self) -> int:
+        """Positions the buffers hold, written or not."""
+        return self._key_buffer.shape[-2]
+
+    @property
+    def bytes_per_position(self) -> int:
+        return sum(b.numel() // b.shape[-2] * b.element_size() for b in self.buffers)
 
     def _expose(self) -> None:
         self.keys = self._key_buffer[..., : self.length, :]
@@ -37,15 +61,34 @@ class _PreallocatedLayer(DynamicLayer):
             self._value_buffer = value_states.new_empty((*shape[:-1], value_states.shape[-1]))
             self.is_initialized = True
         new = key_states.shape[-2]
-        if self.length + new > self._key_buffer.shape[-2]:  # more than planned: grow, doubling
-            extra = max(self._key_buffer.shape[-2], new)
-            self._key_buffer, self._value_buffer = (_with_room(b, extra) for b in (self._key_buffer,
-                                                                                     self._value_buffer))
+        if self.length + new > self.room:  # more than planned: grow, doubling
+            extra = max(self.room, new)
+            self._key_buffer, self._value_buffer = (_with_room(b, extra) for b in self.buffers)
         self._key_buffer[..., self.length : self.length + new, :] = key_states
         self._value_buffer[..., self.length : self.length + new, :] = value_states
         self.length += new
         self._expose()
         return self.keys, self.values
+
+    def move_to(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Hold this layer in `keys`/`values` (buffers of the same rows and at least this room) from now on:
+        the written positions are copied in where they are other buffers, and every unwritten one is zeroed
+        (a static step's masked positions weigh zero, but 0 x NaN is NaN, so none may hold garbage)."""
+        if keys is not self._key_buffer:
+            keys[..., : self.length, :].copy_(self._key_buffer[..., : self.length, :])
+            values[..., : self.length, :].copy_(self._value_buffer[..., : self.length, :])
+        keys[..., self.length :, :].zero_()
+        values[..., self.length :, :].zero_()
+        self._key_buffer, self._value_buffer = keys, values
+        self._expose()
+
+    def advance(self, new: int) -> None:
+        """Count `new` positions after `length` as written: their keys and values were put in the buffers
+        by someone else (a replayed graph)."""
+        if self.length + new > self.room:
+            raise ValueError(f"{new} more positions do not fit the layer ({self.length} of {self.room} written)")
+        self.length += new
+        self._expose()
 
     def get_seq_length(self) -> int:
         return self.length
@@ -64,10 +107,16 @@ class _PreallocatedLayer(DynamicLayer):
             self._expose()
 
 
+def is_preallocated(cache) -> bool:
+    """Whether `cache` is a `preallocated_cache` that has been written (so its buffers exist)."""
+    layer = cache.layers[0] if getattr(cache, "layers", None) else None
+    return isinstance(layer, PreallocatedLayer) and layer.is_initialized
+
+
 def preallocated_cache(config, capacity: int) -> DynamicCache:
     """A DynamicCache for `config`'s decoder whose layers hold `capacity` tokens in place."""
     cache = DynamicCache(config=config)
-    cache.layers = [_PreallocatedLayer(capacity) for _ in cache.layers]
+    cache.layers = [PreallocatedLayer(capacity) for _ in cache.layers]
     return cache
 
 
@@ -77,5 +126,6 @@ def branch(config, cache: DynamicCache, keep: int, room: int, rows: torch.Tensor
     continuations of one prefix (a scan's substitutions) each read the prefix without recomputing it."""
     out = preallocated_cache(config, keep + room)
     for source, target in zip(cache.layers, out.layers, strict=True):
-        target.update(source._key_buffer[rows, ..., :keep, :], source._value_buffer[rows, ..., :keep, :])
+        keys, values = source.buffers
+        target.update(keys[rows, ..., :keep, :], values[rows, ..., :keep, :])
     return out
