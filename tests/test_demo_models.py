@@ -94,12 +94,12 @@ def test_model_cards_carry_the_evaluation(manager):
     scoring = json.loads((ASSETS_MODELS / "carbon-demo" / "scoring.json").read_text())
     assert quality["other_methods"]["marginal"]["stop_gain_vs_synonymous_auroc"] == marginal["coding"]["auroc"]["all"]
     bundle = manager.get("carbon-demo")
-    assert bundle.quality == quality  # what the page shows beside a score
-    assert quality["delta_radius"] == results["variant_delta_radius"] == bundle.variant_delta_radius == \
+    assert bundle.card.quality == quality  # what the page shows beside a score
+    assert quality["delta_radius"] == results["variant_delta_radius"] == bundle.card.delta_radius == \
         scoring["delta_radius"]
-    assert quality["method"] == results["variant_method"] == bundle.variant_method == scoring["method"]
+    assert quality["method"] == results["variant_method"] == bundle.card.method == scoring["method"]
     assert quality["window"] == scoring["window"] and scoring["measured"] is True
-    assert manager.get("carbon-demo-draft").quality is None  # its own scores were not measured: no figures to show
+    assert manager.get("carbon-demo-draft").card.quality is None  # its own scores were not measured: no figures to show
     assert results["draft_greedy_agreement"]["token"] >= DRAFT_AGREEMENT_GOAL
     assert (ASSETS_MODELS / "carbon-demo-draft" / "README.md").exists()
 

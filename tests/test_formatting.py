@@ -39,7 +39,7 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
                                        "splice_site_vs_deep_intronic_auroc": 0.42,
                                        "random_snv_fraction_negative": 0.64}}}}))
     measured_bundle = load_bundle(str(measured))
-    assert measured_bundle.variant_method == "chain" and bundle.variant_method == "marginal"
+    assert measured_bundle.card.method == "chain" and bundle.card.method == "marginal"
     note = fmt.trust_note(measured_bundle, resolve_spec(measured_bundle, method="chain"))  # each method's own figures
     assert "**demo model**" in note and "exact chain rule" in note and "AUROC 0.75" in note and "AUROC 0.52" in note
     assert "1,200-base" in note
@@ -50,7 +50,7 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
         "demo": True, "stop_gain_vs_synonymous_auroc": 0.61, "splice_site_vs_deep_intronic_auroc": 0.42,
         "random_snv_fraction_negative": 0.6, "window": 1200}}))
     older = load_bundle(str(measured))
-    assert older.variant_method == "marginal"
+    assert older.card.method == "marginal"
     assert "AUROC 0.61" in fmt.trust_note(older, resolve_spec(older, method="marginal"))
     assert "not with the exact chain rule" in fmt.trust_note(older, resolve_spec(older, method="chain"))
     assert "within" not in fmt.trust_note(older, resolve_spec(older, method="marginal"))

@@ -242,7 +242,7 @@ def test_a_model_measured_within_a_radius_is_read_within_it_everywhere(compact_m
     (measured / "eval.json").write_text(json.dumps({"quality": {"method": "chain", "window": 60, "delta_radius": 7}}))
     bundle = load_bundle(str(measured))
     own = score_variant(bundle, SEQ, "21:G>A", window=60)
-    assert bundle.variant_delta_radius == 7 and own.delta_radius == 7
+    assert bundle.card.delta_radius == 7 and own.delta_radius == 7
     assert own.delta == score_variant(bundle, SEQ, "21:G>A", window=60, delta_radius=7).delta
     whole_window = score_variant(bundle, SEQ, "21:G>A", window=60, delta_radius=None)
     assert own.delta != pytest.approx(whole_window.delta, abs=1e-3)

@@ -1582,7 +1582,7 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
         measured = json.loads((installed / "eval.json").read_text())
         wanted = {k: v for k, v in json.loads(json.dumps(results)).items() if role == "target" or k != "quality"}
         assert measured == wanted
-        assert (load_bundle(str(installed)).quality is None) == (role == "draft")  # the draft's scores: not measured
+        assert (load_bundle(str(installed)).card.quality is None) == (role == "draft")  # the draft's scores: not measured
         assert json.loads((installed / "carbon_role.json").read_text())["role"] == role
         assert "stop-gain" in (installed / "README.md").read_text()
         assert load_bundle(str(installed)).tokenizer.kmer_start_id == load_bundle(str(target)).tokenizer.kmer_start_id
@@ -1692,7 +1692,7 @@ def test_a_model_measured_within_a_delta_radius_is_installed_to_be_read_within_i
     card = (assets / "carbon-demo" / "README.md").read_text()
     assert "summed over the 9 bases either side of the variant" in card and "carbon-demo, whole window" in card
     assert "--delta-radius 9 --previous assets/models/carbon-demo" in card
-    assert load_bundle(str(assets / "carbon-demo")).variant_delta_radius == 9
+    assert load_bundle(str(assets / "carbon-demo")).card.delta_radius == 9
     assert own_saved_figures(assets / "carbon-demo", data) is None  # saved at 9: not the whole window's figures
     assert own_saved_figures(assets / "carbon-demo", data, delta_radius=9) is not None
 

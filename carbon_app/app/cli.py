@@ -253,7 +253,7 @@ def _score(args) -> dict:
                               **_settings(args))
     if not args.json:
         _print_variant(report.score.variant.label, report, f"{report.score.window_start}-{report.score.window_end}")
-    return {**report.to_dict(), "model_quality": bundle.quality}
+    return {**report.to_dict(), "model_quality": bundle.card.quality}
 
 
 def _score_at(args) -> dict:
@@ -271,7 +271,7 @@ def _score_at(args) -> dict:
         _print_variant(f"{scored.variant.label} on {reference.name}", report,
                        f"{scored.contig}:{scored.window_start}-{scored.window_end}", scored.notes)
     return {**scored.to_dict(), **{k: v for k, v in report.to_dict().items() if k in ("consequence", "context")},
-            "model_quality": bundle.quality}
+            "model_quality": bundle.card.quality}
 
 
 def _progress_bar(unit: str):
@@ -348,7 +348,7 @@ def _scan(args) -> dict:
             "window_end": result.window_end, "frame_bases": result.frame_bases, "method": result.method,
             "delta_radius": result.delta_radius, "spec": result.spec.settings(),
             "columns": ["position", "ref", "alt", "delta"] + (["consequence"] if consequences else []), "rows": rows,
-            "model_quality": bundle.quality}
+            "model_quality": bundle.card.quality}
 
 
 def _tokenize(args) -> dict:

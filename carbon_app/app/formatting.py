@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from ..core.coding import CLASSES
 from ..inference.spec import METHOD_WORDS, measured_spec
-from ..model.bundle import quality_delta_radius, quality_method
+from ..model.card import quality_delta_radius, quality_method
 from .plots import BASE_COLOURS
 
 RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
@@ -236,7 +236,7 @@ def trust_note(bundle, spec, group: str | None = None) -> str:
     measurements (of the spec's method where the model was measured with more than one): the variant's own
     species group's figures first where the card measured that group, the pooled ones beside; "as here"
     only when the spec is the measured one, else which settings differ."""
-    quality = bundle.quality
+    quality = bundle.card.quality
     if not quality:
         return (f"*{bundle.name} ships no held-out variant-effect measurement; see its model card for "
                 "published evaluations.*")
@@ -249,9 +249,9 @@ def trust_note(bundle, spec, group: str | None = None) -> str:
     demo = "a small **demo model**, " if quality.get("demo") else ""
     radius = quality_delta_radius(quality)
     whole = quality.get("whole_window") if method == quality_method(quality) else None
-    differ = spec.differences(measured_spec(bundle)) if bundle.scoring.get("measured") else []
+    differ = spec.differences(measured_spec(bundle)) if bundle.card.scoring.get("measured") else []
     setup = ("as here" if not differ else "not as here: this score's " + "; ".join(differ))
-    groups = bundle.group_quality if method == quality_method(quality) else {}
+    groups = bundle.card.group_quality if method == quality_method(quality) else {}
     own = {task: groups.get(task, {}).get(group) for task in ("coding", "splice")} if group else {}
     if own and all(value is not None for value in own.values()):
         figures_text = (f"for {group} variants such as this one, stop-gain vs synonymous AUROC {own['coding']:.2f} "

@@ -153,7 +153,7 @@ class Service:
         return ["none", *scheme.species], ["none", *scheme.regions]
 
     def variant_method(self, name: str | None) -> str:
-        """The scoring method of a served model's own setup (`ModelBundle.variant_method`)."""
+        """The scoring method of a served model's own setup (`ModelCard.method`)."""
         return self.scoring_setup(name)["method"]
 
     def scoring_setup(self, name: str | None) -> dict:

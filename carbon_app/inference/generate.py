@@ -333,7 +333,7 @@ def generate_stream(
                                           plan.context_bases, plan.allowed.reshape(-1, 4))
         check_feasible(checker, plan.n_tokens)
     total_tokens = len(plan.prompt_ids) + plan.n_tokens
-    bundle.check_memory(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),
+    bundle.memory.check(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),
                         f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")
     if draft is not None:
         check_draft(bundle, draft)

@@ -286,7 +286,7 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
 
     rows, width = len(windows), ids.shape[1]
     alt_rows = max(1, pass_tokens(bundle) // n_tokens)
-    bundle.check_memory((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
+    bundle.memory.check((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
                         (rows + alt_rows) * n_tokens, f"{what} in {size:,}-base windows")
     cache = preallocated_cache(config, width)
     hidden = bundle.hidden_states(ids[:, :-1], cache)[:, first:]  # [rows, n_tokens, H]: predicts token i

@@ -92,14 +92,14 @@ class SequenceScore:
 
 
 def variant_method(model, method: str | None) -> str:
-    """`method` checked, or (None) the model's own (`ModelBundle.variant_method`)."""
-    return check_method(model.variant_method if method is None else method)
+    """`method` checked, or (None) the model's own (`ModelCard.method`)."""
+    return check_method(model.card.method if method is None else method)
 
 
 def variant_delta_radius(model, delta_radius: int | str | None) -> int | None:
     """`delta_radius` checked (bases either side of the variant that its delta sums; None: the whole window),
-    or (OWN_RADIUS) the model's own (`ModelBundle.variant_delta_radius`)."""
-    return checked_delta_radius(model.variant_delta_radius, delta_radius)
+    or (OWN_RADIUS) the model's own (`ModelCard.delta_radius`)."""
+    return checked_delta_radius(model.card.delta_radius, delta_radius)
 
 
 def pass_tokens(bundle: ModelBundle) -> int:
@@ -125,7 +125,7 @@ def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tup
     per_row = max(1, pass_tokens(bundle) // widest)
     block_tokens = min(per_row, len(seqs)) * widest
     # the output projection runs over one row's tokens at a time, at most _HEAD_CHUNK of them
-    bundle.check_memory(block_tokens, block_tokens, min(_HEAD_CHUNK, widest),
+    bundle.memory.check(block_tokens, block_tokens, min(_HEAD_CHUNK, widest),
                         f"scoring {len(seqs)} window(s) of up to {max(map(len, seqs)):,} bases")
     out = []
     for lo in range(0, len(seqs), per_row):

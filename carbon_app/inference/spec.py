@@ -130,11 +130,11 @@ def checked_delta_radius(own: int | None, delta_radius: int | str | None) -> int
 def resolve_spec(bundle, spec: ScoringSpec | None = None, *, window=None, frames=None, strand_average=None,
                  method=None, delta_radius=OWN_RADIUS, species=None, region=None, context=None) -> ScoringSpec:
     """The one place a scoring setup is made: `spec` as it is when given (nothing else may be), else each
-    setting as asked, the model's own (`ModelBundle.scoring`) where it is None (`delta_radius`: OWN_RADIUS),
+    setting as asked, the model's own (`ModelCard.scoring`) where it is None (`delta_radius`: OWN_RADIUS),
     every value checked and the window clamped to the context."""
     if spec is not None:
         return spec
-    own = bundle.scoring
+    own = bundle.card.scoring
     frames = own["frames"] if frames is None else frames
     frames = bundle.k if frames is None else whole_number(frames, "frames", 1, bundle.k)
     method = check_method(own["method"] if method is None else method)

@@ -1,4 +1,4 @@
-"""A loaded model with what the engine needs beside it: codec, tags, the k-mer head, memory accounting.
+"""A loaded model with what the engine needs beside it: codec, tags, the k-mer head, its card and memory.
 
 Loading reads everything from the model's own files (`dna_config.json`,
 `tag_scheme.json`, the tokenizer), runs stock `transformers` classes and never
@@ -8,10 +8,7 @@ is one it computes.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,20 +17,10 @@ import torch
 from ..core.tags import TagScheme, load_tag_scheme
 from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
-from .card import measured_quality, measured_setup
+from .card import ModelCard
 from .decoder import LeanDecoder, attention_kernels
 from .hub import draft_for, resolve_model_dir
-
-
-def quality_method(quality: dict | None) -> str:
-    """The scoring method a quality measurement names ("marginal" when none: older cards, real checkpoints)."""
-    return (quality or {}).get("method", "marginal")
-
-
-def quality_delta_radius(quality: dict | None) -> int | None:
-    """The radius (bases either side of a variant) a quality measurement's deltas were summed within;
-    None, the whole window, when it names none (older cards, real checkpoints)."""
-    return (quality or {}).get("delta_radius")
+from .memory import WorkingMemory
 
 
 @dataclass
@@ -50,9 +37,10 @@ class ModelBundle:
     max_tokens: int
     dna_head: torch.Tensor  # [4^k, hidden]: the k-mer rows of the output projection
     n_bytes: int
+    card: ModelCard  # what the model's directory says of itself: its scoring setup and measured quality
+    memory: WorkingMemory  # what a request needs beside the weights, and the budget it must fit
     draft: str | None = None
     info: dict = field(default_factory=dict)
-    free_memory: Callable[[], int] | None = None  # bytes the manager's budget leaves for requests
     decoder: LeanDecoder | None = None  # the lean forward, where the architecture is one it computes
     graph_pools: OrderedDict = field(default_factory=OrderedDict)  # graphs.GraphPool kept between runs
 
@@ -85,67 +73,6 @@ class ModelBundle:
         the k-mer rows are multiplied (in fp32 when the head was upcast).
         """
         return (hidden.to(self.dna_head.dtype) @ self.dna_head.T).float()
-
-    def working_bytes(self, kv_tokens: int, forward_tokens: int, scored_tokens: int) -> int:
-        """About the memory a request needs beside the weights: keys and values for
-        `kv_tokens` (summed over rows), one layer's activations for the
-        `forward_tokens` of its largest forward pass, and fp32 k-mer log-probs
-        (with their logits) for `scored_tokens` positions."""
-        config = self.model.config
-        heads = config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-        kv_heads = getattr(config, "num_key_value_heads", None) or heads
-        size = torch.tensor([], dtype=self.dtype).element_size()
-        per_kv_token = 2 * config.num_hidden_layers * kv_heads * head_dim * size
-        per_forward_token = (4 * config.hidden_size + 3 * config.intermediate_size) * size
-        return (kv_tokens * per_kv_token + forward_tokens * per_forward_token
-                + scored_tokens * self.tokenizer.n_kmers * 4 * 2)
-
-    def check_memory(self, kv_tokens: int, forward_tokens: int, scored_tokens: int, what: str) -> None:
-        """Refuse, before any work, a request that cannot fit in the memory budget."""
-        if self.free_memory is None:
-            return
-        needed, free = self.working_bytes(kv_tokens, forward_tokens, scored_tokens), self.free_memory()
-        if needed > free:
-            raise ModelError(
-                f"{what} needs about {needed / 2**20:,.0f} MiB of working memory beside the model weights, "
-                f"but the memory budget (CARBON_MEMORY_BUDGET_GB) leaves {max(free, 0) / 2**20:,.0f} MiB: ask for "
-                "fewer samples, fewer bases or a shorter window")
-
-    @functools.cached_property
-    def quality(self) -> dict | None:
-        """The model's measured variant-effect quality on held-out genes (`eval.json`'s "quality",
-        written by the demo-model pipeline), or None when the model ships no such measurement."""
-        return measured_quality(self.path)
-
-    @functools.cached_property
-    def group_quality(self) -> dict[str, dict[str, float]]:
-        """The measured AUROCs by species group ({"coding": {"mammal": 0.74, ..., "all": ...}, "splice": {...}}),
-        read with the measured setup, where the model has a measurement of its own (`quality`)."""
-        if not self.quality:
-            return {}
-        try:
-            variants = json.loads((self.path / "eval.json").read_text()).get("target_variants") or {}
-        except (OSError, json.JSONDecodeError):
-            return {}
-        return {task: dict(variants[task]["auroc"]) for task in ("coding", "splice")
-                if isinstance(variants.get(task), dict) and isinstance(variants[task].get("auroc"), dict)}
-
-    @functools.cached_property
-    def scoring(self) -> dict:
-        """How this model's variants are scored unless a caller says otherwise: its own setup
-        (`model.card.measured_setup`: `scoring.json`, what its quality was measured with)."""
-        return measured_setup(self.path)
-
-    @property
-    def variant_method(self) -> str:
-        """The method of the model's own scoring setup (the reference FNS marginals unless it names another)."""
-        return self.scoring["method"]
-
-    @property
-    def variant_delta_radius(self) -> int | None:
-        """The radius of the model's own scoring setup (None, the whole window, unless it names one)."""
-        return self.scoring["delta_radius"]
 
     def describe(self) -> dict:
         return {
@@ -307,6 +234,8 @@ def make_bundle(
         max_tokens=int(config.max_position_embeddings),
         dna_head=head,
         n_bytes=n_bytes,
+        card=ModelCard(path),
+        memory=WorkingMemory(config, weight.dtype, tokenizer.n_kmers),
         draft=draft_for(name, path),
         info={"architecture": (config.architectures or [type(model).__name__])[0], "lean_decoder": lean},
         decoder=LeanDecoder(model) if lean else None,

@@ -8,6 +8,7 @@ the reference FNS marginals over the whole window, in every tokenization frame.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -47,3 +48,59 @@ def measured_quality(model_dir: Path) -> dict | None:
         return json.loads(path.read_text()).get("quality") if path.exists() else None
     except (OSError, json.JSONDecodeError, AttributeError):
         return None
+
+
+def quality_method(quality: dict | None) -> str:
+    """The scoring method a quality measurement names ("marginal" when none: older cards, real checkpoints)."""
+    return (quality or {}).get("method", "marginal")
+
+
+def quality_delta_radius(quality: dict | None) -> int | None:
+    """The radius (bases either side of a variant) a quality measurement's deltas were summed within;
+    None, the whole window, when it names none (older cards, real checkpoints)."""
+    return (quality or {}).get("delta_radius")
+
+
+def measured_group_quality(model_dir: Path) -> dict[str, dict[str, float]]:
+    """The measured AUROCs by species group ({"coding": {"mammal": 0.74, ..., "all": ...}, "splice": {...}}),
+    read with the measured setup, where `eval.json` has them."""
+    try:
+        variants = json.loads((Path(model_dir) / "eval.json").read_text()).get("target_variants") or {}
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return {}
+    return {task: dict(variants[task]["auroc"]) for task in ("coding", "splice")
+            if isinstance(variants.get(task), dict) and isinstance(variants[task].get("auroc"), dict)}
+
+
+class ModelCard:
+    """A model directory's own word on itself, read once, when the model is first asked (a damaged
+    `scoring.json` is named then, not at load)."""
+
+    def __init__(self, model_dir: Path):
+        self.model_dir = Path(model_dir)
+
+    @functools.cached_property
+    def quality(self) -> dict | None:
+        """The measured variant-effect quality on held-out genes (`eval.json`'s "quality", written by the
+        demo-model pipeline), or None when the model ships no such measurement."""
+        return measured_quality(self.model_dir)
+
+    @functools.cached_property
+    def group_quality(self) -> dict[str, dict[str, float]]:
+        """`measured_group_quality`, where the model has a measurement of its own (`quality`)."""
+        return measured_group_quality(self.model_dir) if self.quality else {}
+
+    @functools.cached_property
+    def scoring(self) -> dict:
+        """How this model's variants are scored unless a caller says otherwise (`measured_setup`)."""
+        return measured_setup(self.model_dir)
+
+    @property
+    def method(self) -> str:
+        """The method of the model's own scoring setup (the reference FNS marginals unless it names another)."""
+        return self.scoring["method"]
+
+    @property
+    def delta_radius(self) -> int | None:
+        """The radius of the model's own scoring setup (None, the whole window, unless it names one)."""
+        return self.scoring["delta_radius"]

@@ -109,7 +109,7 @@ class ModelManager:
             self._evict_until_free(needed)
         bundle = load_bundle(name, self.device, self.dtype, self.fp32_head, self.trust_remote_code)
         self.loads += 1
-        bundle.free_memory = self.free_bytes
+        bundle.memory.free = self.free_bytes
         with self._lock:
             self._evict_until_free(bundle.n_bytes)
             self._cache[name] = bundle

@@ -549,7 +549,7 @@ def memory_report(device: str, target_shape: str = "3B", draft_shape: str = "500
     target = random_bundle(target_shape, dtype=torch.bfloat16, device="meta")
     draft = random_bundle(draft_shape, dtype=torch.bfloat16, device="meta")
     weights = (target.n_bytes + draft.n_bytes) / gib
-    working = (target.working_bytes(context, context, 2048) + draft.working_bytes(context, context, 2048)) / gib
+    working = (target.memory.bytes_for(context, context, 2048) + draft.memory.bytes_for(context, context, 2048)) / gib
     print(f"\n== memory: Carbon-{target_shape} + Carbon-{draft_shape} shapes, bf16 with fp32 k-mer heads: weights "
           f"{weights:.2f} GiB, plus {working:.2f} GiB working memory for one {context:,}-token request = "
           f"{weights + working:.2f} GiB (computed from the shapes, no GPU here; an A10 has 24 GiB)")

@@ -68,4 +68,4 @@ def decode_step_bytes(bundle, mean_context: int) -> int:
     embed = model.embed_tokens.weight
     weights = sum(p.numel() * p.element_size() for p in model.parameters()) - embed.numel() * embed.element_size()
     weights += bundle.dna_head.numel() * bundle.dna_head.element_size()
-    return weights + bundle.working_bytes(mean_context, 0, 0)
+    return weights + bundle.memory.bytes_for(mean_context, 0, 0)
