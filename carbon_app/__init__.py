@@ -27,7 +27,8 @@ from .genome.scoring import describe_at, score_at, score_batch
 from .genome.vcf import score_vcf
 from .inference.annotate import VariantReport, describe_variant
 from .inference.constraints import DesignConstraints
-from .inference.generate import GenerationResult, generate, generate_stream
+from .inference.generate import GenerationResult, generate, generate_stream, run_design
+from .inference.request import DesignRequest
 from .inference.scan import ScanResult, scan_substitutions
 from .inference.score import SequenceScore, Variant, VariantScore, score_sequence, score_variant
 from .inference.spec import ScoringSpec, resolve_spec
@@ -38,7 +39,7 @@ load_model = load_bundle
 scan = scan_substitutions
 
 __all__ = [
-    "CarbonError", "InputError", "ModelError", "GenerationResult", "generate", "generate_stream",
+    "CarbonError", "InputError", "ModelError", "GenerationResult", "generate", "generate_stream", "run_design", "DesignRequest",
     "ModelBundle", "ModelManager", "load_bundle", "load_model", "SequenceScore", "Variant", "VariantScore",
     "score_sequence", "score_variant", "scan", "ScanResult", "SCHEMES", "TagScheme", "CarbonTokenizer", "DnaConfig",
     "CodingSequence", "Consequence", "VariantReport", "describe_variant", "Reference", "score_at", "describe_at",

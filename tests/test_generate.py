@@ -162,3 +162,34 @@ def test_stock_generate_with_the_dna_processor_matches_the_engine(compact, mode)
     stock = compact.model.generate(ids, max_new_tokens=4, do_sample=False, logits_processor=[processor],
                                    pad_token_id=0, eos_token_id=None)
     assert compact.tokenizer.decode(stock[0, ids.shape[1]:].tolist()) == ours.sequences[0]
+
+
+def test_a_request_is_checked_once_into_typed_values_and_the_engine_runs_only_those(compact):
+    """The request layer takes a form's strings and floats; what it returns is typed and frozen, the
+    engine's own result equals the notebook call's, and settings made in code must already be numbers."""
+    import dataclasses
+
+    from carbon_app.inference.generate import run_design
+    from carbon_app.inference.request import DesignRequest
+    from carbon_app.inference.sampling import SamplingParams
+
+    request = DesignRequest.from_options(" acgtacg ", "24.0", mask="", mode="token", temperature="0.7", top_k="5",
+                                         top_p=0.95, seed="11", samples=2.0, max_homopolymer="", gc_window=None,
+                                         species="")
+    assert (request.prompt, request.n_bases, request.mask, request.seed, request.samples) == ("ACGTACG", 24, None, 11, 2)
+    assert request.sampling == SamplingParams("token", 0.7, 5, 0.95) and request.constraints is None
+    assert request.species is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.seed = 3  # type: ignore[misc]
+    *_, ours = run_design(compact, request)
+    assert ours.sequences == generate(compact, "ACGTACG", 24, mode="token", temperature=0.7, top_k=5, top_p=0.95,
+                                      seed=11, samples=2).sequences
+    assert DesignRequest.from_options("", None, mask="NNNRY", seed=1).n_bases == 5  # the mask sets the length
+    assert DesignRequest.from_options("", None, protein="MK*", seed=1).n_bases == 9  # so does a protein
+    assert DesignRequest.from_options("", 5).seed >= 0  # none given: one is drawn (and reported)
+    with pytest.raises(TypeError, match="checked"):
+        SamplingParams("bp", "0.9")
+    with pytest.raises(InputError, match="the temperature must be between 0 and 10"):
+        SamplingParams("bp", 11.0)
+    with pytest.raises(InputError, match="top-k"):
+        DesignRequest.from_options("", 5, top_k="2.5")

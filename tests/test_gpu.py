@@ -71,10 +71,11 @@ def test_decode_steps_never_make_the_host_wait_for_the_gpu(on_gpu, mode):
     GPU's: no step reads a GPU value back (torch's sync debug mode raises at any call that would wait),
     sampling, masks and the per-base marginals a design reports included."""
     from carbon_app.inference.generate import decode_kmers, plan_generation
+    from carbon_app.inference.request import DesignRequest
     from carbon_app.inference.marginals import log_marginals
     from carbon_app.inference.sampling import SamplingParams, StepNoise
 
-    plan = plan_generation(on_gpu, "ACGTTGCA", 120, "N" * 60 + "RYSWKM" * 10, None, None)
+    plan = plan_generation(on_gpu, DesignRequest.from_options("ACGTTGCA", 120, mask="N" * 60 + "RYSWKM" * 10))
     steps = decode_kmers(on_gpu, plan.prompt_ids, torch.from_numpy(plan.allowed).to("cuda"),
                          SamplingParams(mode=mode, temperature=0.9), 1,
                          StepNoise(3, 1, on_gpu.tokenizer.n_kmers, on_gpu.device))

@@ -177,15 +177,17 @@ def _bundle(args):
 
 def _generate(args) -> dict:
     from ..inference.checks import design_reports
-    from ..inference.generate import generate
+    from ..inference.generate import run_design
+    from ..inference.request import DesignRequest
 
-    bundle = _bundle(args)
-    result = generate(
-        bundle, args.prompt, args.bases, mask=args.mask, species=args.species, region=args.region,
+    request = DesignRequest.from_options(  # checked before the model loads
+        args.prompt, args.bases, mask=args.mask, species=args.species, region=args.region,
         mode=args.mode, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, samples=args.samples, protein=args.protein, codon_table=args.codon_table, avoid=args.avoid,
         max_homopolymer=args.max_homopolymer, gc=args.gc, gc_window=args.gc_window,
     )
+    bundle = _bundle(args)
+    *_, result = run_design(bundle, request)
     reports = design_reports(bundle, result, args.flank or "")
     if not args.json:
         for i, (seq, row) in enumerate(zip(result.sequences, reports, strict=True), start=1):

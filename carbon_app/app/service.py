@@ -27,7 +27,8 @@ from ..genome.scoring import GenomicScore, describe_at_stages
 from ..genome.vcf import UploadLimits, VcfSummary, count_alts, score_vcf
 from ..inference.annotate import VariantReport, describe_stages, last, scan_consequences
 from ..inference.checks import design_reports
-from ..inference.generate import GenerationResult, generate_stream
+from ..inference.generate import GenerationResult, run_design
+from ..inference.request import DesignRequest
 from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
 from ..model.card import CARBON_EVALUATION, measured_setup
@@ -221,7 +222,9 @@ class Service:
 
     # -- design ---------------------------------------------------------------------
 
-    def design_stream(self, model: str, prompt: str, n_bases: int, speculative: bool, **options):
+    def design_stream(self, model: str, prompt: str, n_bases, speculative: bool, stream_every: int = 0, **options):
+        """(result, note) as the design runs; `options` as the form sends them (`DesignRequest.from_options`)."""
+        request = DesignRequest.from_options(prompt, n_bases, **options)
         target = self.model(model)
         draft = None
         note = ""
@@ -232,7 +235,7 @@ class Service:
                 note = f"'{target.name}' has no paired draft model, so it ran alone."
         with self._request("this design"):
             try:
-                for result in generate_stream(target, prompt, n_bases, draft=draft, **options):
+                for result in run_design(target, request, draft, stream_every):
                     yield result, note
             except GeneratorExit:
                 with self._running_lock:

@@ -1,8 +1,8 @@
 """The checks every request's numbers go through, whichever face they came from.
 
-The engine calls these on what it is given (a web form sends 300.0 or None,
-the CLI an int, a notebook anything), so each field is checked once, in one
-place, and refused with one sentence that names it.
+The request layers (`inference.request` for designs, the scoring spec for scores) call these on what
+a face sends (a web form 300.0 or None, the CLI an int, a notebook anything), so each field is checked
+once, in one place, and refused with one sentence that names it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ positions. Only k-mer ids are ever sampled, so generation cannot leave DNA.
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -22,9 +21,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..core.dna import BASE_INDEX, clean_sequence, mask_from_template
+from ..core.dna import BASE_INDEX, mask_from_template
 from ..core.tokens import dna_prompt
-from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.graphs import forward_over
@@ -33,16 +31,14 @@ from .constraints import (
     MAX_STEPS_BACK,
     ConstraintChecker,
     DeadEnd,
-    DesignConstraints,
     check_feasible,
     constrained_logprobs,
 )
 from .marginals import kmer_digits, log_marginals
+from .request import DesignRequest
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
 
-MAX_SAMPLES = 64
-MAX_SEED = 2**63 - 1
 
 
 @dataclass
@@ -97,17 +93,9 @@ class GenerationResult:
         return data
 
 
-def plan_generation(
-    bundle: ModelBundle,
-    prompt: str = "",
-    n_bases: int | None = None,
-    mask: str | None = None,
-    species: str | None = None,
-    region: str | None = None,
-) -> GenerationPlan:
-    """Validate a request against the model and fix its prompt, tokens and masks."""
-    k = bundle.k
-    prompt = clean_sequence(prompt, what="prompt") if prompt and prompt.strip() else ""
+def plan_generation(bundle: ModelBundle, request: DesignRequest) -> GenerationPlan:
+    """Fix a checked request's prompt, tokens and masks for the model, refusing what does not fit it."""
+    k, prompt, n_bases = bundle.k, request.prompt, request.n_bases
     leftover = len(prompt) % k
     context, fixed = prompt[: len(prompt) - leftover], prompt[len(prompt) - leftover :]
     bad = next((i for i, b in enumerate(fixed) if b not in "ACGT"), None)
@@ -117,24 +105,7 @@ def plan_generation(
             f"{leftover} bases; those continue into the first generated {k}-mer and must be A, C, G or T "
             f"(trim the prompt to a multiple of {k} bases or replace the code)"
         )
-    if n_bases is not None and not (isinstance(n_bases, str) and not n_bases.strip()):
-        n_bases = whole_number(n_bases, "the number of bases", 1)
-    else:
-        n_bases = None
-    mask_rows = None
-    if mask is not None and mask.strip():
-        mask_rows = mask_from_template(mask)
-        mask = clean_sequence(mask, what="mask")
-        if n_bases is None:
-            n_bases = len(mask_rows)
-        elif len(mask_rows) != n_bases:
-            raise InputError(f"the mask has {len(mask_rows)} positions but {n_bases} bases were asked for")
-    else:
-        mask = None
-    if n_bases is None:
-        raise InputError("give the number of bases to generate (or a mask, whose length sets it)")
-
-    prompt_text = dna_prompt(bundle.tags.prefix(species, region), context)
+    prompt_text = dna_prompt(bundle.tags.prefix(request.species, request.region), context)
     prompt_ids = bundle.tokenizer.encode(prompt_text)
     n_tokens = math.ceil((leftover + n_bases) / k)
     room = bundle.max_tokens - len(prompt_ids)
@@ -149,14 +120,14 @@ def plan_generation(
     for i, base in enumerate(fixed):
         allowed[i] = False
         allowed[i, BASE_INDEX[base]] = True
-    if mask_rows is not None:
-        allowed[leftover : leftover + n_bases] = mask_rows
+    if request.mask is not None:
+        allowed[leftover : leftover + n_bases] = mask_from_template(request.mask)
     return GenerationPlan(
         prompt=prompt,
         context_bases=context,
         fixed_bases=fixed,
         n_bases=n_bases,
-        mask=mask,
+        mask=request.mask,
         prompt_text=prompt_text,
         prompt_ids=prompt_ids,
         n_tokens=n_tokens,
@@ -279,54 +250,38 @@ def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")
 
 
-def _check_run_settings(samples, seed) -> tuple[int, int]:
-    """(samples, seed) checked; no seed (None or empty) draws one, which the result reports."""
-    samples = whole_number(samples, "the number of samples", 1, MAX_SAMPLES)
-    if seed is None or (isinstance(seed, str) and not seed.strip()):
-        return samples, secrets.randbelow(2**31)
-    return samples, whole_number(seed, "the seed", 0, MAX_SEED)
+#: How the tokens are chosen, picked once per run from what it has: design constraints, a draft model.
+STRATEGIES = {(False, False): "plain", (True, False): "constrained", (False, True): "speculative",
+              (True, True): "speculative, constrained"}
 
 
-def generate_stream(
-    bundle: ModelBundle,
-    prompt: str = "",
-    n_bases: int | None = None,
-    *,
-    mask: str | None = None,
-    species: str | None = None,
-    region: str | None = None,
-    mode: str = "bp",
-    temperature: float = 0.9,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int | None = None,
-    samples: int = 1,
-    draft: ModelBundle | None = None,
-    draft_always: bool = False,
-    stream_every: int = 0,
-    constraints: DesignConstraints | None = None,
-    protein: str | None = None,
-    codon_table: int = 1,
-    avoid: str | list[str] | None = None,
-    max_homopolymer: int | None = None,
-    gc: str | tuple[float, float] | None = None,
-    gc_window: int | None = None,
-) -> Iterator[GenerationResult]:
+def _decode_steps(strategy: str, bundle, draft, plan, allowed, request, noise, stats, checker):
+    """The run's (step, (k-mers, log-probs)) under `strategy`: a step may come again after a step back."""
+    params, samples = request.sampling, request.samples
+    if strategy == "plain":
+        return enumerate(decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise))
+    if strategy == "constrained":
+        return decode_kmers_constrained(bundle, plan.prompt_ids, plan.n_tokens, params, samples, noise, checker)
+    if strategy == "speculative":
+        return enumerate(speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, noise,
+                                                  stats, always=request.draft_always))
+    return _drafted_under_constraints(bundle, draft, plan, allowed, params, samples, noise, stats, checker,
+                                      request.draft_always)
+
+
+def generate_stream(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, *,
+                    draft: ModelBundle | None = None, stream_every: int = 0, **options) -> Iterator[GenerationResult]:
     """Like `generate`, yielding partial results (done=False) every `stream_every`
     tokens when it is positive, and always the final result last."""
-    params = SamplingParams(mode=mode, temperature=temperature, top_k=top_k, top_p=top_p)
-    samples, seed = _check_run_settings(samples, seed)
-    if constraints is None:
-        constraints = DesignConstraints.from_options(protein, codon_table, avoid, max_homopolymer, gc, gc_window)
-    constraints = constraints if constraints.active else None
-    if constraints and constraints.protein:
-        coding_bases = 3 * len(constraints.protein)
-        if n_bases is None or (isinstance(n_bases, str) and not n_bases.strip()):
-            n_bases = coding_bases
-        elif whole_number(n_bases, "the number of bases", 1) != coding_bases:
-            raise InputError(f"the protein has {len(constraints.protein):,} residues, {coding_bases:,} bases, but "
-                             f"{whole_number(n_bases, 'the number of bases', 1):,} bases were asked for")
-    plan = plan_generation(bundle, prompt, n_bases, mask, species, region)
+    yield from run_design(bundle, DesignRequest.from_options(prompt, n_bases, **options), draft, stream_every)
+
+
+def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle | None = None,
+               stream_every: int = 0) -> Iterator[GenerationResult]:
+    """The engine's design: a checked `request` on `bundle` (with `draft` proposing tokens, if given),
+    yielding partial results every `stream_every` tokens when it is positive and the final result last."""
+    params, samples, seed, constraints = request.sampling, request.samples, request.seed, request.constraints
+    plan = plan_generation(bundle, request)
     checker = None
     if constraints:
         checker = ConstraintChecker.build(constraints, bundle.k, len(plan.fixed_bases), plan.n_bases,
@@ -337,6 +292,8 @@ def generate_stream(
                         f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")
     if draft is not None:
         check_draft(bundle, draft)
+    strategy = STRATEGIES[checker is not None, draft is not None]
+    stats = SpeculativeStats(draft_model=draft.name) if draft is not None else None
     noise = None if params.greedy else StepNoise(seed, samples, bundle.tokenizer.n_kmers, bundle.device)
     allowed = torch.from_numpy(plan.allowed).to(bundle.device)
     k, start = bundle.k, len(plan.fixed_bases)
@@ -374,20 +331,8 @@ def generate_stream(
             constraints=constraints,
         )
 
-    if checker is not None and draft is None:
-        stats = None
-        steps = decode_kmers_constrained(bundle, plan.prompt_ids, plan.n_tokens, params, samples, noise, checker)
-    elif checker is not None:
-        stats = SpeculativeStats(draft_model=draft.name)
-        steps = _drafted_under_constraints(bundle, draft, plan, allowed, params, samples, noise, stats, checker,
-                                           draft_always)
-    elif draft is None:
-        stats, steps = None, enumerate(decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise))
-    else:
-        stats = SpeculativeStats(draft_model=draft.name)
-        steps = enumerate(speculative_decode_kmers(bundle, draft, plan.prompt_ids, allowed, params, samples, noise,
-                                                   stats, always=draft_always))
-    for step, (kmer, logprobs) in steps:
+    for step, (kmer, logprobs) in _decode_steps(strategy, bundle, draft, plan, allowed, request, noise, stats,
+                                                          checker):
         del kmers[step:], probs[step:], entropy[step:], marginal_steps[step:]  # a step back retakes from `step`
         kmers.append(kmer)
         # confidence of each chosen base under the marginals it was drawn from

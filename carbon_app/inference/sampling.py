@@ -17,6 +17,7 @@ untempered distribution and ignores top-k/top-p, as `transformers` does.
 from __future__ import annotations
 
 import hashlib
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -28,8 +29,14 @@ from .marginals import factorised_logprobs, kmer_log_mask, log_marginals
 MODES = ("bp", "token")
 
 
+def _real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
+    """How each step's distribution is shaped; typed values only (`checked` makes them from a form's)."""
+
     mode: str = "bp"
     temperature: float = 1.0
     top_k: int = 0  # 0: off
@@ -38,10 +45,21 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise InputError(f"mode must be 'bp' (base level) or 'token' (6-mer), not '{self.mode}'")
-        # numbers as any face sends them (a web form's 0.9, "40", None), made the types the fields say
-        object.__setattr__(self, "temperature", real_number(self.temperature, "the temperature", 0, 10))
-        object.__setattr__(self, "top_k", whole_number(self.top_k, "top-k (0 = off)", 0))
-        object.__setattr__(self, "top_p", real_number(self.top_p, "top-p", 0, 1, above_low=True))
+        if not (_real(self.temperature) and _real(self.top_p) and isinstance(self.top_k, int)
+                and not isinstance(self.top_k, bool)):
+            raise TypeError("SamplingParams takes numbers (temperature, top_p) and an int (top_k); "
+                            "SamplingParams.checked takes them as a form sends them")
+        # the same bounds as `checked`, for values made in code
+        real_number(self.temperature, "the temperature", 0, 10)
+        whole_number(self.top_k, "top-k (0 = off)", 0)
+        real_number(self.top_p, "top-p", 0, 1, above_low=True)
+
+    @classmethod
+    def checked(cls, mode="bp", temperature=1.0, top_k=0, top_p=1.0) -> SamplingParams:
+        """Settings as any face sends them (a web form's 0.9, "40", None), each checked and named."""
+        return cls(mode=mode, temperature=real_number(temperature, "the temperature", 0, 10),
+                   top_k=whole_number(top_k, "top-k (0 = off)", 0),
+                   top_p=real_number(top_p, "top-p", 0, 1, above_low=True))
 
     @property
     def greedy(self) -> bool:

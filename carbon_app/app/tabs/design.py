@@ -7,7 +7,7 @@ import gradio as gr
 from ...core.dna import mask_from_template
 from ...core.validate import whole_number
 from ...errors import CarbonError, ModelError
-from ...inference.generate import MAX_SAMPLES
+from ...inference.request import MAX_SAMPLES
 from .. import formatting as fmt
 from ..plots import confidence_figure, logo_figure
 from ..service import Service
@@ -101,11 +101,11 @@ def design_tab(page: Page) -> None:
             prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
             if flank:  # named before any work, not after the designs are made
                 Service.sequence(flank, None, "downstream flank", allow_empty=True)
-            # numbers go to the engine as the form sent them: it checks every field and names it
-            options = dict(mask=mask or None, species=species, region=region, mode=mode, temperature=temperature,
+            # numbers go on as the form sent them: the request layer checks every field and names it
+            options = dict(mask=mask, species=species, region=region, mode=mode, temperature=temperature,
                            top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8, protein=protein,
-                           codon_table=codon_table, avoid=avoid, max_homopolymer=max_homopolymer or None, gc=gc,
-                           gc_window=gc_window or None)
+                           codon_table=codon_table, avoid=avoid, max_homopolymer=max_homopolymer, gc=gc,
+                           gc_window=gc_window)
             if protein and str(protein).strip():
                 n_bases = None  # the protein sets the length (3 bases a residue), as its field says
             for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
