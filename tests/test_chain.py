@@ -50,14 +50,14 @@ def test_a_chain_makes_each_stage_once_resumes_a_stopped_run_and_refuses_what_an
 
     first = tmp_path / "runs" / "first" / "model" / "training.json"
     older = json.loads(first.read_text())
-    del older["config"]["splice_probe_weight"]  # a run made before that setting existed, which it ran without
+    del older["config"]["anchor_weight"]  # a run made before that setting existed, which it ran without
     first.write_text(json.dumps(older))
     assert state(stages[0]) == "made"
-    older["config"]["splice_probe_weight"] = 1.0
+    older["config"]["anchor_weight"] = 1.0
     first.write_text(json.dumps(older))
-    with pytest.raises(SystemExit, match=r"splice_probe_weight 1.0 \(this chain: 0.0\)"):
+    with pytest.raises(SystemExit, match=r"anchor_weight 1.0 \(this chain: 0.0\)"):
         state(stages[0])
-    del older["config"]["splice_probe_weight"]
+    del older["config"]["anchor_weight"]
     first.write_text(json.dumps(older))
 
     (onwards / "training.json").unlink()  # as if stopped after its last checkpoint, before it was saved

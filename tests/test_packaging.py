@@ -50,3 +50,8 @@ def test_an_installed_wheel_serves_the_carbon_command_and_its_bundled_models_fro
 
     here = score_variant(demo, read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence, "1206:A>T")
     assert scored["variant"] == "1206:A>T" and scored["delta"] == pytest.approx(here.delta, abs=1e-6)
+    # the training recipes are data of the package: the installed copy lists the chains a checkout does
+    chains = subprocess.run([str(env_dir / "bin" / "python"), "-c",
+                             "from carbon_app.training.chain import CHAINS; print(sorted(CHAINS))"],
+                            cwd=elsewhere, capture_output=True, text=True, check=True).stdout.strip()
+    assert chains == "['mammal-stop-2', 'sp10-cont']"

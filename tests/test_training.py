@@ -36,7 +36,6 @@ from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
 from carbon_app.training.train import (
     UNKNOWN_BEFORE,
     bases_before,
-    control_tokens,
     holds_stop,
     marked_bases,
     single_substitutions,
@@ -511,41 +510,6 @@ def test_the_stop_contrast_sets_a_coding_6mer_against_the_snvs_that_make_a_stop(
     assert stop_contrast_loss(uniform[:1], backwards, torch.tensor([0]), unknown, table) == 0
 
 
-def test_the_splice_site_probe_reads_the_annotated_stretch_of_each_row_and_weighs_sites_as_much_as_the_rest():
-    from carbon_app.training.train import annotated_stretch, splice_probe_loss
-
-    u, nc = -1, demo_data.NOT_CODING
-    frames = torch.tensor([[u, u, nc, 0, u, 1, nc, u, u],  # a transcript window: tags, bases, a 6-mer off the CDS, pads
-                           [u, u, u, u, u, u, u, u, u]])  # a genomic window: no label anywhere
-    stretch = annotated_stretch(frames)
-    assert stretch[0].tolist() == [False, False, True, True, True, True, True, False, False]
-    assert not stretch[1].any()
-    sites = torch.zeros(2, 9, dtype=torch.int8)
-    sites[0, 4] = 0b110000  # the 6-mer at 4 holds a splice dinucleotide; so does one in the genomic window,
-    sites[1, 5] = 0b000011  # which no annotation vouches for
-    # a probe whose first output says "the coming token is a site" and second "the one just read was", exactly
-    hidden = torch.zeros(2, 8, 2)
-    hidden[0, 3, 0] = hidden[0, 4, 1] = 1.0
-    probe = torch.nn.Linear(2, 2, bias=True)
-    with torch.no_grad():
-        probe.weight.copy_(torch.eye(2) * 40)
-        probe.bias.fill_(-20)
-    assert splice_probe_loss(probe, hidden, frames, sites).item() < 1e-6
-    with torch.no_grad():
-        probe.weight.zero_()
-        probe.bias.zero_()  # no opinion: log 2 whatever the share of sites
-    assert splice_probe_loss(probe, hidden, frames, sites).item() == pytest.approx(math.log(2))
-    with torch.no_grad():
-        probe.bias.fill_(-5)  # "never a site": right at 3 tokens of 4, yet the one site weighs half the loss
-    never = splice_probe_loss(probe, hidden, frames, sites).item()
-    assert never == pytest.approx(0.5 * (math.log1p(math.exp(5)) + math.log1p(math.exp(-5))))
-    # the genomic window's mark is outside every stretch: moving it changes nothing
-    moved = sites.clone()
-    moved[1] = 0
-    assert splice_probe_loss(probe, hidden, frames, moved).item() == never
-    assert splice_probe_loss(probe, hidden, torch.full((2, 9), u), sites).item() == 0  # nothing annotated
-
-
 def test_the_splice_contrast_sets_the_true_6mer_against_its_splice_base_rivals_only():
     index = {"".join(bases): i for i, bases in enumerate(itertools.product(BASES, repeat=6))}
     kmer, gt = torch.tensor([index["AGGTAA"]]), marked_bases(torch.tensor([4 + 8]), 6)  # the donor's GT: bases 3, 4
@@ -593,16 +557,6 @@ def test_splice_sites_are_told_donor_or_acceptor_by_their_marked_letters_on_eith
     assert weighed.item() == pytest.approx(2 * first.item() / 3)
 
 
-def test_each_splice_site_token_gets_the_ordinary_token_half_the_batch_away_as_its_control():
-    at_site = torch.zeros(10, dtype=torch.bool)
-    at_site[[1, 4, 6, 8]] = True
-    controls, controlled = control_tokens(at_site)
-    assert controls.tolist() == [9, 3]  # 1 -> 6 and 6 -> 1 (sites: no control), 4 -> 9, 8 -> 3 (wrapped round)
-    assert controlled.tolist() == [False, True, False, True]
-    assert not at_site[controls].any()
-    assert control_tokens(torch.zeros(4, dtype=torch.bool))[0].numel() == 0
-
-
 def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
     from carbon_app.training.train import TrainConfig, build_model, kmer_losses
 
@@ -631,93 +585,6 @@ def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
     assert no_genes.coding_kl.item() == 0 and no_genes.kl.item() == pytest.approx(terms.kl.item())
 
 
-def test_a_substitution_changes_one_base_of_one_6mer_in_each_rows_first_half():
-    from carbon_app.inference.marginals import kmer_digits
-    from carbon_app.training.train import substituted_rows
-
-    torch.manual_seed(3)
-    rows = torch.randint(20, 20 + 4096, (64, 40), generator=torch.Generator().manual_seed(2))
-    rows[:, 0] = 5  # a tag, never changed
-    rows[63, :20] = 0  # no 6-mer in its first half: left as it is
-    changed, at = substituted_rows(rows, 20, 4096)
-    assert at[63] == -1 and torch.equal(changed[63], rows[63])
-    assert ((changed != rows).sum(1)[:63] == 1).all()
-    assert ((at[:63] >= 1) & (at[:63] < 20)).all()
-    assert torch.equal((changed != rows).nonzero()[:, 1], at[:63])
-    before, after = kmer_digits(rows[:63].gather(1, at[:63, None]) - 20, 6), kmer_digits(
-        changed[:63].gather(1, at[:63, None]) - 20, 6)
-    assert ((before != after).sum(-1) == 1).all()
-    assert len(set(at[:63].tolist())) > 10 and len(set((before != after).float().argmax(-1).flatten().tolist())) == 6
-
-
-def test_the_far_shift_sums_the_kl_over_the_tokens_30_or_more_bases_past_the_change_and_moves_only_the_changed_read():
-    from carbon_app.training.train import TrainConfig, build_model, far_shift_loss, kmer_losses, substituted_rows
-
-    model = build_model(TrainConfig(hidden=32, layers=2, heads=2, kv_heads=1, ffn=64), 4124, 0)
-    with torch.no_grad():
-        model.model.norm.weight.mul_(40.0)  # sharp guesses, so that a change moves them
-    rows = torch.randint(20, 20 + 4096, (4, 30), generator=torch.Generator().manual_seed(1))
-    rows[1, 20:] = 0  # pads: no 6-mer targets there to count
-    head = model.get_output_embeddings().weight[20 : 20 + 4096]
-    hidden = model.model(input_ids=rows[:, :-1]).last_hidden_state.detach().requires_grad_()  # a leaf: held fixed?
-    torch.manual_seed(7)
-    loss = far_shift_loss(model, rows, hidden, head, 20, 4096)
-    torch.manual_seed(7)
-    changed, at = substituted_rows(rows, 20, 4096)
-    with torch.no_grad():
-        own = model(input_ids=rows[:, :-1]).logits[..., 20 : 20 + 4096].log_softmax(-1)
-        moved = model(input_ids=changed[:, :-1]).logits[..., 20 : 20 + 4096].log_softmax(-1)
-    per_token = (own.exp() * (own - moved)).sum(-1)  # [4, 29]: input t predicts the 6-mer beginning 6(t+1) in
-    expected = sum(per_token[r, t] for r in range(4) for t in range(29)
-                   if 6 * (t + 1) - (6 * at[r] + 5) >= 30 and rows[r, t + 1] >= 20)
-    assert loss.item() == pytest.approx(expected.item() / 4, rel=1e-4) and loss.item() > 0
-    assert per_token[0, at[0] + 4] > 0  # the token just nearer is moved too, and not counted
-    loss.backward()
-    assert hidden.grad is None and model.model.layers[0].mlp.down_proj.weight.grad.abs().sum() > 0
-    assert kmer_losses(model, rows, 20, 4096).far_shift.item() == 0  # asked for only
-    assert kmer_losses(model, rows, 20, 4096, far_shift=True).far_shift.item() > 0
-
-
-def test_context_noise_changes_one_base_of_a_share_of_the_6mers_read_and_leaves_targets_and_teacher_true():
-    import torch.nn.functional as F
-
-    from carbon_app.inference.marginals import kmer_digits
-    from carbon_app.training.train import TrainConfig, build_model, kmer_losses, noisy_context
-
-    rows = torch.randint(20, 20 + 4096, (64, 200), generator=torch.Generator().manual_seed(2))
-    rows[:, 0] = 5  # a tag
-    rows[3, 150:] = 0  # pads
-    torch.manual_seed(4)
-    noisy = noisy_context(rows, 0.1, 20, 4096)
-    changed = noisy != rows
-    assert not changed[:, 0].any() and not changed[3, 150:].any()  # tags and pads are read as they are
-    assert changed.float().sum().item() / (rows >= 20).sum().item() == pytest.approx(0.1, abs=0.01)
-    before, after = kmer_digits(rows[changed] - 20, 6), kmer_digits(noisy[changed] - 20, 6)
-    assert ((before != after).sum(-1) == 1).all()  # one base of each, every place drawn
-    assert len(set((before != after).float().argmax(-1).tolist())) == 6
-    assert torch.equal(noisy_context(rows, 0.0, 20, 4096), rows)
-
-    model = build_model(TrainConfig(hidden=32, layers=2, heads=2, kv_heads=1, ffn=64), 4124, 0)
-    with torch.no_grad():
-        model.model.norm.weight.mul_(40.0)  # sharp guesses, so that a changed context moves them
-    rows = rows[:4, :30]
-    context = noisy_context(rows[:, :-1], 0.3, 20, 4096)
-    clean, read_noisy = kmer_losses(model, rows, 20, 4096, teacher=model), kmer_losses(
-        model, rows, 20, 4096, teacher=model, context=context)
-    assert clean.kl.item() == pytest.approx(0, abs=1e-6)  # the model is its own teacher: no gap on the true rows
-    assert read_noisy.kl.item() > 0.01  # the teacher read the true rows, the model the noisy ones
-    with torch.no_grad():
-        logits = model(input_ids=context).logits[..., 20 : 20 + 4096]
-    assert read_noisy.ce.item() == pytest.approx(F.cross_entropy(logits.flatten(0, 1), (rows[:, 1:] - 20).flatten(
-        )).item(), rel=1e-5)  # the noisy read asked for the true 6-mers
-    torch.manual_seed(9)
-    both = kmer_losses(model, rows, 20, 4096, far_shift=True, context=context).far_shift
-    torch.manual_seed(9)
-    read_rows = torch.cat([context, rows[:, -1:]], 1)
-    assert both.item() == pytest.approx(kmer_losses(model, read_rows, 20, 4096, far_shift=True).far_shift.item(),
-                                        rel=1e-5)  # the far shift's one change is made in the noisy read
-
-
 def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():
     from carbon_app.training.train import TrainConfig, build_model, kmer_losses, validation_losses
 
@@ -735,8 +602,8 @@ def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_win
 
 
 # one batch's loss terms, each a distinct value, for the tests of how a step's loss counts them
-LOSS_VALUES = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice=0.3, splice_bases=0.4,
-                   splice_contrast=0.6, splice_control=0.7, coding_kl=0.9, splice_probe=1.1, far_shift=1.3)
+LOSS_VALUES = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0.2, splice_contrast=0.6,
+                   coding_kl=0.9)
 
 
 def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
@@ -761,7 +628,7 @@ def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_ea
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.integration  # trains a model
 def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_where_nothing_conflicts(compiled):
-    """--protect-data: where the rest of the loss pulls against the data's, the step's gradient still descends
+    """--protect: where the rest of the loss pulls against the data's, the step's gradient still descends
     the data's loss as the data's own gradient would (their dot product is the data gradient's squared norm);
     where nothing conflicts, it is the plain gradient of the loss. Through a compiled decoder too."""
     from carbon_app.training.train import TrainConfig, build_model, kept_gradient, kmer_losses, protect_gradient
@@ -782,7 +649,7 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
         terms = kmer_losses(model, rows, 20, 4096)
         (terms.ce + rest(terms)).backward()
         plain = flat(p.grad.clone() for p in params)
-        cosine = protect_gradient(params, [g_data])
+        cosine = protect_gradient(params, g_data)
         return flat(g_data), plain, flat(p.grad for p in params), cosine
 
     g_data, plain, after, cosine = protected(lambda terms: -3 * terms.ce)  # the rest straight against the data
@@ -797,68 +664,23 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
     assert cosine == pytest.approx(1, abs=1e-4) and torch.equal(after, plain)
 
 
-def test_surgery_in_ranked_tiers_bends_each_part_least_so_that_it_pulls_against_nothing_ranked_above_it():
-    """--protect ordered: a part is changed least so that its dot product with each gradient ranked above it is
-    at least 0 (checked by the optimality conditions of that small quadratic programme: the change a non-negative
-    mix of the binding gradients, each used only where it binds); the first tier's descent is kept whole."""
-    from carbon_app.training.train import protect_gradient, without_conflict
-
-    generator = torch.Generator().manual_seed(8)
-    conflicts = 0
-    for _ in range(300):
-        v, *above = torch.randn(3, 5, generator=generator, dtype=torch.float64)
-        u = without_conflict(v, above)
-        assert all(u @ g >= -1e-9 for g in above)
-        held_to = torch.stack(above)
-        mix = torch.linalg.lstsq(held_to.T, u - v).solution
-        assert torch.allclose(mix @ held_to, u - v, atol=1e-9)  # the change lies in their span...
-        assert (mix >= -1e-9).all()  # ...a non-negative mix...
-        assert all(m.abs() < 1e-9 or (u @ g).abs() < 1e-9 for m, g in zip(mix, above, strict=True))  # ...of binders
-        conflicts += not torch.equal(u, v)
-    assert 100 < conflicts < 300  # both cases met
-    first, second = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0])
-    weight = torch.nn.Parameter(torch.zeros(3))
-    for rest, changed in (([-2.0, -3.0, 1.0], True), ([1.0, 2.0, 5.0], False)):
-        whole = first + second + torch.tensor(rest)
-        weight.grad = whole.clone()
-        cosine = protect_gradient([weight], [[first], [second]])
-        assert cosine == pytest.approx(float(first @ (whole - first) / (whole - first).norm()))
-        if changed:  # the rest's pull against each tier removed, and no more of it
-            assert torch.allclose(weight.grad, torch.tensor([1.0, 1.0, 1.0]))
-        else:
-            assert torch.equal(weight.grad, whole)
-    weight.grad = torch.tensor([0.0, -1.0, 0.0])  # the second tier against the first: bent for it, rest nil
-    protect_gradient([weight], [[first], [torch.tensor([-1.0, 1.0, 0.0])]])
-    assert torch.allclose(weight.grad, torch.tensor([1.0, 1.0, 0.0]))
-
-
-def test_what_protect_keeps_is_the_data_the_teachers_kl_terms_and_the_stop_terms_as_the_loss_counts_them():
-    from carbon_app.training.train import ADDED_TERMS, KEPT_TIERS, Losses, TrainConfig, part_loss, step_loss
+def test_what_protect_keeps_is_the_data_and_the_teachers_kl_terms_as_the_loss_counts_them():
+    from carbon_app.training.train import ADDED_TERMS, KEPT_TERMS, Losses, TrainConfig, part_loss, step_loss
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
     weights = {weight: 1.0 + i for i, weight in enumerate(ADDED_TERMS.values())}
     cfg = TrainConfig(distill_weight=0.3, frame_weight=0.2, **weights)
-
-    def kept(level, *stages):
-        """Each tier's part of the loss, as the surgery's passes take it."""
-        return [part_loss(cfg, terms, names, *(stages or (True, True, True))).item() for names in KEPT_TIERS[level]]
-
-    data = 0.8 * 0.7 * 0.5 * (2.0 + 1.0)
-    assert kept("data") == pytest.approx([data]) and kept("data", False, False, False) == pytest.approx([2.0])
-    (held,) = kept("held")
+    assert set(KEPT_TERMS) == {"held"}  # the one kept part a shipped model's recipe uses
+    held = part_loss(cfg, terms, KEPT_TERMS["held"], True, True, True).item()
+    data = 0.8 * (0.7 * 0.5 * (2.0 + 1.0) + 0.3 * 0.5)  # the data's and the teacher's shares, the probe's left out
+    assert held == pytest.approx(data + weights["coding_distill_weight"] * 0.9 + weights["anchor_weight"] * 0.5)
     teaching = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
                    if term not in ("coding_kl", "kl"))
     # the rest, what surgery may bend, is the added teaching terms and the probe's share: nothing of the teacher
     whole = step_loss(cfg, terms, True, True, True).item()
     assert whole - held == pytest.approx(teaching + 0.2 * 0.8)
-    # "coding" keeps the stop terms too: the splice terms and the probe's share are all it may bend
-    (coding,) = kept("coding")
-    stops = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
-                if term in ("stop", "stop_contrast"))
-    assert coding == pytest.approx(held + stops)
-    assert whole - coding == pytest.approx(teaching - stops + 0.2 * 0.8)
-    assert kept("ordered") == pytest.approx([held, stops])  # the same two parts, ranked apart
+    assert part_loss(cfg, terms, ("ce", "fns"), False, False, False).item() == pytest.approx(2.0)  # before FNS
 
 
 def test_markov_baseline_learns_what_it_saw():
@@ -910,112 +732,6 @@ def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     assert list(bundle.tags.species) == ["plant"] and list(bundle.tags.regions) == ["trna"]  # what it saw
     result = generate(bundle, "ACGTAC", 20, species="plant", region="trna", seed=1)
     assert result.prompt_text == "<plant_species><transfer_rna><dna>ACGTAC" and len(result.sequences[0]) == 20
-
-
-@pytest.mark.integration  # trains a model
-def test_a_draft_begun_from_its_targets_first_layers_computes_what_those_layers_do(tmp_path, monkeypatch):
-    """`--init-layers`: the cut model is the target's embeddings, first layers, final norm and head (its
-    logits equal the target's own, read after those layers); it trains as a draft, records its real shape,
-    and the command written for it gives the cut back."""
-    import shlex
-
-    from transformers import LlamaForCausalLM
-
-    from carbon_app.training import train as train_module
-    from carbon_app.training.evaluate import lineage_commands
-    from carbon_app.training.train import PRESETS, TrainConfig, first_layers, train, training_lineage, with_layers
-
-    data, tokenizer = _tiny_training_data(tmp_path)
-    target_dir = train(TrainConfig(name="target", data=str(data), out_root=str(tmp_path / "runs"), hidden=32,
-                                   layers=3, heads=2, kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2,
-                                   compile=False))
-    target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
-    ids = torch.tensor([tokenizer.encode("<dna>" + random_dna(60, 3))])
-    with torch.no_grad():
-        after_two = target(ids, output_hidden_states=True).hidden_states[2]  # the second layer's output
-        wanted = target.lm_head(target.model.norm(after_two))
-        cut = first_layers(LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval(), 2)
-        torch.testing.assert_close(cut(ids).logits, wanted)
-    for keep in (0, 3, 7):
-        with pytest.raises(SystemExit, match=f"--init-layers {keep}: the --init model has 3 decoder layers; "
-                                             "keep 1 to 2 of them, or grow them to 4-6"):
-            with_layers(LlamaForCausalLM.from_pretrained(target_dir), keep)
-
-    cfg = replace(replace(TrainConfig(), **PRESETS["draft"]), name="draft", data=str(data),
-                  out_root=str(tmp_path / "runs"), init=str(target_dir), init_layers=1, teacher=str(target_dir),
-                  steps=2, batch=2, warmup=1, eval_every=2, compile=False)
-    draft_dir = train(cfg)
-    saved = LlamaForCausalLM.from_pretrained(draft_dir)
-    assert saved.config.num_hidden_layers == 1 and saved.config.hidden_size == 32
-    lineage = training_lineage(draft_dir)
-    assert [r["config"]["name"] for r in lineage] == ["target", "draft"]  # its weights came through the target
-    assert (lineage[-1]["config"]["layers"], lineage[-1]["config"]["hidden"]) == (1, 32)  # not the preset's
-    command = lineage_commands(lineage)[-1]
-    assert f"--init {target_dir} --init-layers 1 --teacher {target_dir}" in command
-    seen = []
-    monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
-    train_module.main(shlex.split(command)[3:] + ["--out-root", str(tmp_path / "runs")])
-    assert (seen[0].init, seen[0].init_layers, seen[0].teacher) == (str(target_dir), 1, str(target_dir))
-
-
-@pytest.mark.integration  # trains a model
-def test_a_target_grown_by_block_expansion_starts_computing_what_it_did_and_trains_its_new_layers(tmp_path):
-    """`--init-layers` above the model's own count: copies of evenly spread layers, each after its original,
-    whose output projections are zero; the logits are the model's own to the last bit, the new layers train
-    (their projections move from zero), the run records its real shape, and a KV cache reads the grown
-    model as the full forward pass does."""
-    from safetensors.torch import load_file
-    from transformers import LlamaForCausalLM
-
-    from carbon_app.training.evaluate import lineage_commands
-    from carbon_app.training.train import TrainConfig, train, training_lineage, with_layers
-
-    data, tokenizer = _tiny_training_data(tmp_path)
-    runs = str(tmp_path / "runs")
-    target_dir = train(TrainConfig(name="target", data=str(data), out_root=runs, hidden=32, layers=3, heads=2,
-                                   kv_heads=1, ffn=64, steps=2, batch=2, warmup=1, eval_every=2, compile=False))
-    target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
-    grown = with_layers(LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval(), 5)
-    assert len(grown.model.layers) == grown.config.num_hidden_layers == 5
-    assert [layer.self_attn.layer_idx for layer in grown.model.layers] == [0, 1, 2, 3, 4]
-    # layers 1 and 2 are copied (after themselves): 0, 1, 1', 2, 2'
-    for at, copy_of in ((2, 1), (4, 2)):
-        copied, original = grown.model.layers[at], target.model.layers[copy_of]
-        assert torch.equal(copied.self_attn.q_proj.weight, original.self_attn.q_proj.weight)
-        assert not copied.mlp.down_proj.weight.any() and not copied.self_attn.o_proj.weight.any()
-    ids = torch.tensor([tokenizer.encode("<dna>" + random_dna(60, 3))])
-    with torch.no_grad():
-        assert torch.equal(grown(ids).logits, target(ids).logits)
-        cached = grown(ids[:, :-1], use_cache=True)
-        last = grown(ids[:, -1:], past_key_values=cached.past_key_values).logits[0, -1]
-        torch.testing.assert_close(last, target(ids).logits[0, -1])
-
-    grown_dir = train(TrainConfig(name="grown", data=str(data), out_root=runs, init=str(target_dir), init_layers=5,
-                                  teacher=str(target_dir), distill_weight=0.5, steps=2, batch=2, warmup=1,
-                                  eval_every=2, compile=False))
-    saved = LlamaForCausalLM.from_pretrained(grown_dir)
-    assert saved.config.num_hidden_layers == 5 and saved.model.layers[4].mlp.down_proj.weight.any()
-    assert training_lineage(grown_dir)[-1]["config"]["layers"] == 5
-    # the new layers alone trained: every weight the model had is as it was, to the bit (in float16, as saved)
-    only_dir = train(TrainConfig(name="grown-only", data=str(data), out_root=runs, init=str(target_dir),
-                                 init_layers=5, new_layers_only=True, teacher=str(target_dir), distill_weight=0.5,
-                                 steps=2, batch=2, warmup=1, eval_every=2, compile=False))
-    only, before = load_file(only_dir / "model.safetensors"), load_file(target_dir / "model.safetensors")
-    renamed = {0: 0, 1: 1, 2: 3}  # the old layers' places in the grown stack
-    for name, tensor in before.items():
-        grown_name = name
-        if ".layers." in name:
-            at = int(name.split(".")[2])
-            grown_name = name.replace(f".layers.{at}.", f".layers.{renamed[at]}.")
-        assert torch.equal(only[grown_name], tensor), name
-    assert only["model.layers.4.mlp.down_proj.weight"].any() and only["model.layers.2.self_attn.o_proj.weight"].any()
-    assert "--init-layers 5 --new-layers-only" in lineage_commands(training_lineage(only_dir))[-1]
-    for more, message in ((dict(init=str(target_dir)), "give more than the 3 layers"),
-                          (dict(init=str(target_dir), init_layers=3), "give more than the 3 layers"),
-                          (dict(), "to an --init model: name one")):
-        with pytest.raises(SystemExit, match=message):
-            train(TrainConfig(name="bad", data=str(data), out_root=runs, new_layers_only=True, steps=2, batch=2,
-                              warmup=1, eval_every=2, compile=False, **more))
 
 
 @pytest.mark.integration  # trains a model
@@ -1171,25 +887,13 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     for field, flag in (("init", "--init"), ("teacher", "--teacher")):  # named, not looked for on the hub
         with pytest.raises(SystemExit, match=f"{flag} .*nowhere: not a model folder"):
             train(replace(cfg, **{field: str(tmp_path / "nowhere")}, distill_weight=0.5))
-    spliced_dir = train(replace(cfg, name="spliced", splice_weight=1.0, batch=16))
     spliced_plain = load_file(train(replace(cfg, name="spliced-plain", batch=16)) / "model.safetensors")
-    spliced = load_file(spliced_dir / "model.safetensors")
-    assert any(not torch.equal(spliced[k], spliced_plain[k]) for k in plain)  # the splice term reached the decoder
-    log = json.loads((spliced_dir / "training.json").read_text())["log"]
-    assert log[-1]["train_splice"] > 0
-    # the per-base form: the marginals of the marked bases alone, smaller than the whole 6-mer's cross-entropy
-    per_base_dir = train(replace(cfg, name="spliced-bases", splice_base_weight=1.0, batch=16))
-    per_base = load_file(per_base_dir / "model.safetensors")
-    assert any(not torch.equal(per_base[k], spliced_plain[k]) for k in plain)
-    log = json.loads((per_base_dir / "training.json").read_text())["log"]
-    assert 0 < log[-1]["train_splice_bases"] < log[-1]["train_splice"]
-    # the contrast form: the splice 6-mers among the 6-mers that differ at their splice bases only
+    # the splice contrast: the splice 6-mers among the 6-mers that differ at their splice bases only
     contrast_dir = train(replace(cfg, name="spliced-contrast", splice_contrast_weight=1.0, batch=16))
     contrast = load_file(contrast_dir / "model.safetensors")
     assert any(not torch.equal(contrast[k], spliced_plain[k]) for k in plain)
     log = json.loads((contrast_dir / "training.json").read_text())["log"]
-    assert 0 < log[-1]["train_splice_contrast"] < math.log(16) < log[-1]["train_splice"]
-    assert log[-1]["train_splice_control"] > 0  # read and logged at weight 0 too, as every term is
+    assert 0 < log[-1]["train_splice_contrast"] < math.log(16)  # 16 rivals at most: below chance among them
     # weighed by side: the run's side weights reach the contrast (here every site is called a donor, weighed 0)
     told = train_module.splice_side_tokens
     monkeypatch.setattr(train_module, "splice_side_tokens",
@@ -1198,75 +902,49 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
                               splice_side_weights={"donor": 0.0}, batch=16))
     monkeypatch.setattr(train_module, "splice_side_tokens", told)
     log = json.loads((sided_dir / "training.json").read_text())["log"]
-    assert log[-1]["train_splice_contrast"] == 0 < log[-1]["train_splice"]
-    # the splice-site probe: its loss reaches the decoder, and a continued run fits a new one to it first
-    capsys.readouterr()
-    site_probed_dir = train(replace(cfg, name="site-probed", splice_probe_weight=1.0, batch=16))
-    site_probed = load_file(site_probed_dir / "model.safetensors")
-    assert site_probed.keys() == plain.keys()  # not saved either
-    assert any(not torch.equal(site_probed[k], spliced_plain[k]) for k in plain)
-    log = json.loads((site_probed_dir / "training.json").read_text())["log"]
-    assert 0 < log[-1]["train_splice_probe"] < 2 and log[-1]["train_loss"] > log[-1]["train_ce"]
-    more = [load_file(train(replace(cfg, name=f"site-probed-more-{i}", init=str(site_probed_dir),
-                                    splice_probe_weight=1.0, batch=16)) / "model.safetensors") for i in range(2)]
-    assert "a new splice-site probe fitted to the --init model" in capsys.readouterr().out
-    assert all(torch.equal(more[0][k], more[1][k]) for k in plain)  # seeded: the new probe starts alike each time
-    # protected: each step's gradient goes through the surgery, with the data loss's gradient of that batch
+    assert log[-1]["train_splice_contrast"] == 0
+    # protected: each step's gradient goes through the surgery, with the kept loss's gradient of that batch
     surgeries = []
 
-    def watched_surgery(params, tiers):
-        assert len(tiers) == 1 and [g.shape for g in tiers[0]] == [p.shape for p in params]
-        cosine = real_surgery(params, tiers)
+    def watched_surgery(params, kept):
+        assert [g.shape for g in kept] == [p.shape for p in params]
+        cosine = real_surgery(params, kept)
         surgeries.append(cosine)
         return cosine
 
     real_surgery = train_module.protect_gradient
     monkeypatch.setattr(train_module, "protect_gradient", watched_surgery)
     capsys.readouterr()
-    protected_dir = train(replace(cfg, name="spliced-protected", protect="data", splice_contrast_weight=1.0,
+    protected_dir = train(replace(cfg, name="spliced-protected", protect="held", splice_contrast_weight=1.0,
                                   batch=16))
     record = json.loads((protected_dir / "training.json").read_text())
     assert len(surgeries) == cfg.steps and all(-1 <= c <= 1 for c in surgeries)
-    assert record["config"]["protect"] == "data" and "data/rest gradient cosine" in capsys.readouterr().out
+    assert record["config"]["protect"] == "held" and "held/rest gradient cosine" in capsys.readouterr().out
     assert record["log"][-1]["steps_protected"] == sum(c < 0 for c in surgeries)
-    # "coding": the kept pass reads the stop terms too, so its gradient differs from the data's by theirs alone;
-    # "ordered" keeps the same two parts as tiers apart, each from a pass of its own, which add up to that
+    # the kept pass reads the data and the teacher alone: the stop and splice terms' weights do not reach it
     kept = {}
 
-    def tier_gradients(params, tiers):
-        kept[protect, stop_weight] = [torch.cat([g.reshape(-1) for g in tier]) for tier in tiers]
+    def kept_gradient_of(params, kept_grads):
+        kept[stop_weight] = torch.cat([g.reshape(-1) for g in kept_grads])
         return 0.0
 
-    monkeypatch.setattr(train_module, "protect_gradient", tier_gradients)
-    for protect, stop_weight in (("data", 1.0), ("coding", 1.0), ("coding", 0.0), ("ordered", 1.0)):
-        train(replace(cfg, name=f"kept-{protect}-{stop_weight}", protect=protect, stop_weight=stop_weight,
+    monkeypatch.setattr(train_module, "protect_gradient", kept_gradient_of)
+    for stop_weight in (1.0, 0.0):
+        train(replace(cfg, name=f"kept-{stop_weight}", protect="held", stop_weight=stop_weight,
                       stop_contrast_weight=stop_weight, splice_contrast_weight=1.0, batch=16, steps=1))
-    (data_only,), (coding,), (coding_no_stops,) = kept["data", 1.0], kept["coding", 1.0], kept["coding", 0.0]
-    assert not torch.allclose(coding, data_only, atol=1e-6) and torch.allclose(coding_no_stops, data_only)
-    held, stops = kept["ordered", 1.0]
-    assert torch.allclose(held, data_only) and torch.allclose(held + stops, coding, atol=1e-6)
-    # with controls: the same contrast at ordinary tokens too, a term of its own that moves the weights
-    control_dir = train(replace(cfg, name="spliced-control", splice_contrast_weight=1.0, splice_control_weight=1.0,
-                                batch=16))
-    assert any(not torch.equal(load_file(control_dir / "model.safetensors")[k], contrast[k]) for k in plain)
-    log = json.loads((control_dir / "training.json").read_text())["log"]
-    assert 0 < log[-1]["train_splice_control"] != log[-1]["train_splice_contrast"]
+    assert torch.allclose(kept[1.0], kept[0.0], rtol=0, atol=1e-7) and kept[1.0].abs().sum() > 0
     card_text = (data / "data_card.json").read_text()
     (data / "data_card.json").write_text(card_text.replace('"splice_marks"', '"older_marks"'))
-    for field, flag in (("splice_base_weight", "--splice-base-weight"),
-                        ("splice_contrast_weight", "--splice-contrast-weight"),
-                        ("splice_control_weight", "--splice-control-weight")):
-        with pytest.raises(SystemExit, match=f"{flag} needs .*each splice base"):
-            train(replace(cfg, name="old-marks", **{field: 1.0}))
+    with pytest.raises(SystemExit, match="--splice-contrast-weight needs .*each splice base"):
+        train(replace(cfg, name="old-marks", splice_contrast_weight=1.0))
     (data / "data_card.json").write_text(card_text.replace('"frame_labels"', '"older_labels"'))
     for field, flag in (("frame_weight", "--frame-weight"), ("stop_weight", "--stop-weight")):
         with pytest.raises(SystemExit, match=f"{flag}: .*leave the CDS .*rebuild the data"):
             train(replace(cfg, name="old-labels", **{field: 0.5}))
     (data / "data_card.json").write_text(card_text)
     (data / "train_splice.npy").unlink()
-    for field in ("splice_weight", "splice_probe_weight"):
-        with pytest.raises(SystemExit, match="train_splice.npy"):
-            train(replace(cfg, name="no-marks", **{field: 1.0}))
+    with pytest.raises(SystemExit, match="train_splice.npy"):
+        train(replace(cfg, name="no-marks", splice_contrast_weight=1.0))
     (data / "train_frames.npy").unlink()
     with pytest.raises(SystemExit, match="train_frames.npy"):
         train(replace(cfg, name="no-labels", frame_weight=0.5))
@@ -1321,7 +999,7 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
                                                                         "contrast: give --splice-contrast-weight too"),
                                  ("--splice-side-weights", "exon=1", "unknown side 'exon' in --splice-side-weights: "
                                                                      "use donor, acceptor"),
-                                 ("--context-noise", "0.6", "--context-noise must be between 0 and 0.5, not 0.6")):
+                                 ("--protect", "ordered", "invalid choice: 'ordered' (choose from 'held')")):
         with pytest.raises(SystemExit):
             train_module.main([flag, value])
         assert problem in capsys.readouterr().err and len(seen) == 2  # named, and nothing started
@@ -1450,7 +1128,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     probe = run("probe", str(scratch), steps=590, lr=1e-3, fns_from=0.0, frame_weight=0.3)
     stop = run("stop", str(probe), steps=465, lr=6e-4, warmup=20, fns_from=0.0, frame_weight=0.3, stop_weight=2.0,
                group_weights={"mammal": 3.0, "vertebrate": 0.5})
-    kept = run("kept", str(stop), seed=1, steps=300, lr=6e-4, fns_from=0.0, splice_weight=0.5, teacher=str(stop),
+    kept = run("kept", str(stop), seed=1, steps=300, lr=6e-4, fns_from=0.0, splice_contrast_weight=0.5,
+               teacher=str(stop),
                distill_weight=0.5)  # a target kept near the model it continues, drawing new batches
     draft = run("draft", None, preset="draft", steps=240, teacher=str(kept), heads=2, kv_heads=1, distill_weight=0.9)
     lineage = training_lineage(kept)
@@ -1464,7 +1143,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert commands[2].endswith(f"--name stop --init {probe} --steps 465 --lr 0.0006 --warmup 20 --fns-from 0 "
                                 "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
     assert commands[3] == (f"python -m carbon_app.training.train --preset target --name kept --init {stop} "
-                           f"--teacher {stop} --seed 1 --steps 300 --lr 0.0006 --fns-from 0 --splice-weight 0.5 "
+                           f"--teacher {stop} --seed 1 --steps 300 --lr 0.0006 --fns-from 0 --splice-contrast-weight 0.5 "
                            "--distill-weight 0.5")
     assert commands[-1].endswith(f"--teacher {kept} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
     assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
@@ -1480,7 +1159,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
         train_module.main(words[3:] + ["--out-root", str(tmp_path)])
     for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
         wanted = run_record["config"]
-        for key in ("name", "seed", "steps", "lr", "warmup", "fns_from", "frame_weight", "stop_weight", "splice_weight",
+        for key in ("name", "seed", "steps", "lr", "warmup", "fns_from", "frame_weight", "stop_weight",
+                    "splice_contrast_weight",
                     "group_weights", "teacher", "distill_weight", "hidden", "layers", "heads", "kv_heads"):
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
     assert [cfg.init for cfg in seen[:4]] == [None, str(scratch), str(probe), str(stop)]  # each from the one before
@@ -1703,9 +1383,5 @@ def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with()
     assert stop_weights({"stop_weight": 6.0, "stop_contrast_weight": 1.0}) == "6 + 1 among SNVs"
     assert stop_weights({"stop_weight": 2.0}) == stop_weights({"stop_weight": 2.0, "stop_contrast_weight": 0}) == "2"
     assert stop_weights({}) == "0"  # an older record, before the stop terms
-    assert splice_weights({"splice_contrast_weight": 1.0, "splice_base_weight": 0.5}) == (
-        "0 + 0.5 per base + 1 among rivals")
-    assert splice_weights({"splice_contrast_weight": 1.0, "splice_control_weight": 1.0}) == (
-        "0 + 1 among rivals + 1 at controls")
-    assert splice_weights({"splice_contrast_weight": 3.0, "splice_probe_weight": 10.0}) == (
-        "0 + 3 among rivals + 10 site probe")
+    assert splice_weights({"splice_contrast_weight": 3.0}) == "3 among rivals"
+    assert splice_weights({"splice_contrast_weight": 0.0}) == splice_weights({}) == "0"  # none, or an older record

@@ -31,6 +31,7 @@ from .constraints import (
     MAX_STEPS_BACK,
     ConstraintChecker,
     DeadEnd,
+    DesignConstraints,
     check_feasible,
     constrained_logprobs,
 )

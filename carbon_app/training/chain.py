@@ -3,7 +3,8 @@
     python -m carbon_app.training.chain sp10-cont           # make every stage not made yet, in order
     python -m carbon_app.training.chain sp10-cont --list    # each stage's command and whether it is made
 
-A chain is the commands docs/demo-models.md gives for a line of runs, kept here as data so that a fresh
+A chain is the commands docs/demo-models.md gives for a line of runs, kept as data (one recipe file a line,
+`recipes/*.toml`: sp10-cont.toml builds the installed models) so that a fresh
 checkout (or a machine with a GPU: each command takes `cuda` when one is present) rebuilds it with one
 command instead of several hours of copying commands by hand. Every command is checked before the first
 runs, so a mistyped flag in the last stage is found before hours of the first. A stage is made when its
@@ -23,86 +24,30 @@ import shlex
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
 from . import draft_data, train
 
-# the line of the model installed before the splice line (mammal-stop-2 and its draft), as the README's
-# from-scratch commands build it: the start the splice line's chains are kept near and continue from, rebuilt
-# here rather than read from assets/models, which holds whatever model is installed now
-PREVIOUS = "runs/mammal-stop-2/model"
-CHAINS = {
-    "mammal-stop-2": [
-        ("train", "--preset target"),
-        ("train", "--preset target --name frame-probe --init runs/carbon-demo/model --steps 590 --lr 0.001 "
-                  "--fns-from 0 --frame-weight 0.3"),
-        ("train", "--preset target --name frame-probe-2 --init runs/frame-probe/model --steps 426 --lr 0.0006 "
-                  "--fns-from 0 --frame-weight 0.3"),
-        ("train", "--preset target --name frame-stop --init runs/frame-probe-2/model --steps 465 --lr 0.0006 "
-                  "--fns-from 0 --frame-weight 0.3 --stop-weight 2"),
-        ("train", "--preset target --name mammal-stop --init runs/frame-stop/model --teacher runs/frame-stop/model "
-                  "--steps 334 --lr 0.0006 --fns-from 0 --frame-weight 0.3 --stop-weight 4 --group-weights mammal=4 "
-                  "--distill-weight 0.3"),
-        ("train", "--preset target --name mammal-stop-2 --init runs/mammal-stop/model --teacher runs/mammal-stop/model "
-                  "--steps 398 --lr 0.0006 --fns-from 0 --frame-weight 0.3 --stop-weight 6 --group-weights mammal=4 "
-                  "--distill-weight 0.3"),
-        ("train", "--preset draft"),
-        ("train", "--preset draft --name draft-frame-stop --init runs/carbon-demo-draft/model "
-                  "--teacher runs/frame-stop/model --steps 240 --lr 0.001 --fns-from 0"),
-        ("train", "--preset draft --name draft-mammal-stop --init runs/draft-frame-stop/model "
-                  "--teacher runs/mammal-stop/model --steps 240 --lr 0.001 --fns-from 0"),
-        ("train", "--preset draft --name draft-mammal-stop-2 --init runs/draft-mammal-stop/model "
-                  f"--teacher {PREVIOUS} --steps 240 --lr 0.001 --fns-from 0"),
-    ],
-}
-# the splice line's recipe (docs/demo-models.md, "Anchor 3 pushed further"): the previous target's own
-# objective with the splice contrast, kept near that target at every token (the anchor)
-ANCHORED = (f"--teacher {PREVIOUS} --distill-weight 0.3 --lr 4e-4 --warmup 20 --fns-from 0 "
-            "--frame-weight 0.3 --stop-weight 6 --splice-contrast-weight 3 --coding-distill-weight 3 "
-            "--group-weights mammal=4 --anchor-weight 3")
-# its draft, from the previous one, distilled on the greedy rows of the target that wrote them
-SC8_DRAFT = ("--preset draft --data data/greedy-a3cont2 --teacher runs/a3-cont2/model --distill-weight 0.2 "
-             "--warmup 20 --fns-from 0 --steps 300")
-# the splice contrast pushed to 10 on the sc8 stage's start and batches, its gradient kept off the coding
-# terms'; each run of it weighs the splice sites' two sides its own way (--splice-side-weights)
-SP10 = ("--stop-contrast-weight 10 --splice-contrast-weight 10 --protect held --mix-data data/greedy-a3cont2 "
-        "--mix-share 0.5 --steps 150")
+#: The recipes, one file a line of runs (`recipes/<name>.toml`): its stages in order, each a module of
+#: carbon_app.training and its arguments; `begins_with` names a recipe whose stages come first; `installs`
+#: names what of it is installed (docs/demo-models.md, "Rebuilding").
+RECIPES = Path(__file__).with_name("recipes")
 
-# the splice line's first runs, from the previous target, and the greedy rows of the last of them
-SPLICE_START = [
-    ("train", f"--name anchor-3 --init {PREVIOUS} {ANCHORED} --stop-contrast-weight 5 --steps 468 --seed 21"),
-    ("train", f"--name a3-cont --init runs/anchor-3/model {ANCHORED} --stop-contrast-weight 5 --steps 234 --seed 22"),
-    ("train", f"--name a3-cont2 --init runs/a3-cont/model {ANCHORED} --stop-contrast-weight 5 --steps 234 --seed 24"),
-    ("draft_data", "--teacher runs/a3-cont2/model --out data/greedy-a3cont2 --rows 8192 --greedy-only"),
-]
-# the draft every chain of the splice line ends with: it learns from a3-cont2's greedy rows and needs no
-# target of the chain's own
-SPLICE_DRAFT = [
-    ("train", f"--name dr-a3c2 --init runs/draft-mammal-stop-2/model {SC8_DRAFT} --lr 8e-4 --seed 7"),
-    ("train", f"--name dr-a3c2b --init runs/dr-a3c2/model {SC8_DRAFT} --lr 5e-4 --seed 8"),
-]
-SC8 = ("train", f"--name a3c2-gmix-sc8 --init runs/a3-cont2/model {ANCHORED} --stop-contrast-weight 8 "
-                "--mix-data data/greedy-a3cont2 --mix-share 0.5 --steps 150 --seed 23")
-SC8_SP10 = ("train", f"--name sc8-st10-sp10-ph-a04 --init runs/a3-cont2/model {ANCHORED} {SP10} "
-                     "--splice-side-weights donor=1,acceptor=0.4 --seed 23")
 
-# a3c2-gmix-sc8 and its draft dr-a3c2b: (a) 0.860, (b) 0.742 on the test sets, 88.4% draft agreement
-CHAINS["sc8"] = [*CHAINS["mammal-stop-2"], *SPLICE_START, SC8, *SPLICE_DRAFT]
-# sc8-st10-sp10-ph-a04 (the acceptors at 0.4 of the splice contrast): (a) 0.850, (b) 0.739 on the test sets;
-# made before the sc8 stage and the drafts, which it does not need
-CHAINS["sc8-sp10"] = [*CHAINS["mammal-stop-2"], *SPLICE_START, SC8_SP10, SC8, *SPLICE_DRAFT]
-# sp10-d14-a07-cont, the installed carbon-demo, and its draft dr-a3c2b (carbon-demo-draft): (a) 0.865, (b) 0.765
-# on the test sets, 88.1% draft agreement. sc8-st10-sp10-ph-a04 continued on new windows with both sides of the
-# splice contrast pushed harder (donors 1.4 and acceptors 0.7 of it), since reading the delta within 6 bases
-# left (a) room to trade for (b)
-CHAINS["sp10-cont"] = [
-    *CHAINS["mammal-stop-2"], *SPLICE_START, SC8_SP10,
-    ("train", f"--name sp10-d14-a07-cont --init runs/sc8-st10-sp10-ph-a04/model {ANCHORED} {SP10} "
-              "--splice-side-weights donor=1.4,acceptor=0.7 --seed 25"),
-    *SPLICE_DRAFT,
-]
+def read_recipe(name: str) -> list[tuple[str, str]]:
+    """The stages of recipe `name`, those of the recipe it begins with first."""
+    try:
+        recipe = tomllib.loads((RECIPES / f"{name}.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SystemExit(f"recipe {name}: {exc}") from None
+    before = read_recipe(recipe["begins_with"]) if recipe.get("begins_with") else []
+    return before + [(stage["module"], stage["args"]) for stage in recipe["stage"]]
+
+
+CHAINS = {path.stem: read_recipe(path.stem) for path in sorted(RECIPES.glob("*.toml"))}
 PARSERS = {"train": train.argument_parser, "draft_data": draft_data.argument_parser}
 # where a run was made, not what it is: a GPU's bf16 and compiled kernels make the same run
 MACHINE_KEYS = ("device", "bf16_autocast", "compile")

@@ -544,9 +544,8 @@ def model_card(model_dir: Path, role: str, results: dict, commands: list[str]) -
     continued = "" if len(runs) == 1 else f"""
 {how}; the last is described above. Frame weight: the share of the loss given to a reading-frame probe; stop weight: the
 in-frame stop unlikelihood term (and, "among SNVs", each coding 6-mer's cross-entropy against its stop-making
-SNVs); splice weight: the added cross-entropy of the splice-site 6-mers (and, "per base", of the splice
-dinucleotide bases' marginals; "among rivals", of each splice 6-mer among its rivals; "at controls", the same
-at an ordinary token for each site); group
+SNVs); splice weight: each splice 6-mer's cross-entropy among its rivals, the 6-mers that differ from it at its
+splice dinucleotide's bases only; group
 weights: how many times as often a group's windows were drawn (`train --help`).
 
 | run | steps | peak lr | FNS from | frame weight | stop weight | splice weight | group weights | teacher | minutes \
@@ -737,13 +736,9 @@ def stop_weights(config: dict) -> str:
 
 
 def splice_weights(config: dict) -> str:
-    """A run's splice terms as its card's runs table gives them: the 6-mer weight, then any per-base,
-    among-rivals, at-controls or site-probe one."""
-    others = {"per base": config.get("splice_base_weight") or 0,
-              "among rivals": config.get("splice_contrast_weight") or 0,
-              "at controls": config.get("splice_control_weight") or 0,
-              "site probe": config.get("splice_probe_weight") or 0}
-    return f"{config.get('splice_weight') or 0:g}" + "".join(f" + {w:g} {form}" for form, w in others.items() if w)
+    """A run's splice term as its card's runs table gives it: the weight of the contrast among rivals."""
+    among = config.get("splice_contrast_weight") or 0
+    return f"{among:g} among rivals" if among else "0"
 
 
 def run_teachers(runs: list[tuple[dict, str | None]]) -> list[str | None]:

@@ -17,53 +17,22 @@ head avoid in-frame stop codons. With `--stop-weight`, the 6-mer head is
 also told so directly where the labels know the frame: an unlikelihood term,
 -log(1 - p), on the probability p it gives 6-mers that would put a stop
 codon in the labelled frame (of the gene read forwards or backwards), at
-every coding token whose true 6-mer holds none. With `--splice-weight`, the
-6-mers that hold a base of a canonical splice dinucleotide (the GT and AG at
-an intron's ends) get their cross-entropy added again with that weight: they
-are a few in ten thousand tokens, and the splice signal variant scores are
-read for is lost in the mean otherwise. With `--splice-base-weight`, the
-splice dinucleotide's bases themselves get their FNS per-base cross-entropy
-(the negative log-marginal of the true base at that place of the 6-mer)
-added with that weight: it asks for the G, T, A or G there and nothing of
-the 6-mer's other four bases, whose cross-entropy the 6-mer form also
-raises, moving the model's guesses around every GT and AG. With
+every coding token whose true 6-mer holds none. With `--stop-contrast-weight`,
+each coding 6-mer's cross-entropy is taken among itself and those of its
+single-base substitutions that would put a stop codon in the labelled frame,
+the comparison a stop-gain variant's score makes. With
 `--splice-contrast-weight`, each splice 6-mer's cross-entropy is taken among
 its rivals only, the 6-mers that differ from it at its splice bases (16 for a
-whole GT or AG): the dinucleotide given the 6-mer's other bases, which is
-what a splice-site variant's score compares; at that token its gradient
-reaches the rivals' logits only. With `--stop-contrast-weight`, the same
-for stop codons, at coding tokens: each true 6-mer's cross-entropy among
-itself and those of its single-base substitutions that would put a stop codon
-in the labelled frame, the comparison a stop-gain variant's score makes
-(-log(1 - p) over all 4,096 fades as p does; this one stays as sharp as the
-ratio of the two). With `--splice-control-weight`, the splice contrast again
-at an ordinary token for each site token (the token half the batch away),
-its rivals varying the same bases: the true bases where no site is, against
-the liking for GT and AG that the splice terms teach wherever the model
-cannot tell a site from its surroundings. With `--coding-distill-weight`
-(beside a `--teacher`), the KL divergence from the teacher is taken again at
-the coding tokens alone: what a stop-gain's score reads held near the model
-the run began from, while the splice terms move the rest; with
-`--anchor-weight`, at every token: the whole distribution held near it as
-strongly as the added terms pull, where `--distill-weight`, a share of the
-loss, can only trade the data for it. With `--splice-probe-weight`, a second
-linear probe reads from the same hidden state whether the coming 6-mer holds
-a base of a splice dinucleotide and whether the 6-mer just read did, in the
-windows of annotated transcripts (each class weighed alike, sites being a few
-in a thousand tokens there): it asks the decoder to carry where an exon or
-intron ends, which the 6-mer head may then read, without pulling any 6-mer's
-probability itself. With `--far-shift-weight`, each step also reads half its rows again with one base of
-one 6-mer changed at random, and adds the KL divergence of the model's predictions there from those for the
-unchanged row, summed over the tokens that begin 30 or more bases past the change: a variant's score sums
-the log-probability change over its whole window, and a substitution that shifts every far prediction a
-little adds up to noise that buries what changed at the site (on the validation variants, the part of the
-delta more than 30 bases away is near chance and costs the score's AUROC 0.02-0.05). With `--protect data`,
-`held`, `coding` or `ordered`, each step's gradient goes
-through gradient surgery (PCGrad): where the rest of the loss pulls against what is kept (the data's own
-loss; or that and the teacher's KL terms; or those and the stop terms, as one tier or, `ordered`, as two
-ranked in that order, the stop terms then bent only against the first), the rest loses its component
-along the kept loss's gradient, so the added terms teach only what costs the kept loss nothing to first
-order. The nine terms read the annotation of the training genes only; the probes are training scaffolding,
+whole GT or AG): the dinucleotide given the 6-mer's other bases, which is what
+a splice-site variant's score compares. With `--coding-distill-weight` (beside
+a `--teacher`), the KL divergence from the teacher is taken again at the coding
+tokens alone; with `--anchor-weight`, at every token: the whole distribution
+held near it as strongly as the added terms pull. With `--protect held`, each
+step's gradient goes through gradient surgery (PCGrad): where the rest of the
+loss pulls against the data's own loss and the teacher's KL terms, the rest
+loses its component along their gradient, so the added terms teach only what
+costs them nothing to first order. The terms read the annotation of the
+training genes only; the reading-frame probe is training scaffolding,
 not part of the saved model, which stays a plain Llama decoder. Seeded,
 resumable (`--resume`), progress printed; the result is a standard Hugging
 Face model directory with `dna_config.json` and the tokenizer files, which
@@ -79,7 +48,6 @@ import math
 import shutil
 import statistics
 import time
-from copy import deepcopy
 from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -107,10 +75,9 @@ from .data import (
 
 SHAPE = ("batch", "hidden", "layers", "heads", "kv_heads", "ffn")  # what a larger (GPU) run overrides
 # the loss's terms and the rows' draw, as the command line names them and a run's command is written with them
-OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_weight", "splice_base_weight",
-             "splice_contrast_weight", "splice_control_weight", "group_weights", "distill_weight",
-             "coding_distill_weight", "anchor_weight", "splice_probe_weight", "mix_data", "mix_share", "protect",
-             "splice_side_weights", "far_shift_weight", "context_noise")
+OBJECTIVE = ("frame_weight", "stop_weight", "stop_contrast_weight", "splice_contrast_weight", "group_weights",
+             "distill_weight", "coding_distill_weight", "anchor_weight", "mix_data", "mix_share", "protect",
+             "splice_side_weights")
 PRESETS = {
     "target": dict(preset="target", name="carbon-demo", hidden=256, layers=8, heads=8, kv_heads=4, ffn=704,
                    steps=2800),
@@ -153,31 +120,21 @@ class TrainConfig:
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
     bf16_autocast: bool | None = None  # matrix products in bf16, losses fp32; None: where the hardware has bf16
     init: str | None = None  # a model directory to start from (continued training) instead of random weights
-    init_layers: int | None = None  # with `init`: its first N decoder layers (a draft), or grown to N (more capacity)
-    new_layers_only: bool = False  # with `init_layers` growing it: train the new layers alone, the rest frozen
     compile: bool = True  # torch.compile the decoder: fused element-wise kernels, ~1.6x faster steps on a CPU
     minutes: float | None = None  # a wall-clock budget: once the speed is measured, fewer steps if need be
     frame_weight: float = 0.0  # share of the loss given to the reading-frame probe (0: no probe)
     stop_weight: float = 0.0  # weight of the in-frame stop unlikelihood term added to the loss (0: none)
     stop_contrast_weight: float = 0.0  # weight of coding 6-mers' cross-entropy against their stop-making SNVs
-    splice_weight: float = 0.0  # weight of the splice-site 6-mers' cross-entropy added to the loss (0: none)
-    splice_base_weight: float = 0.0  # weight of the splice dinucleotide bases' FNS cross-entropy (0: none)
     splice_contrast_weight: float = 0.0  # weight of the splice 6-mers' cross-entropy among their rivals (0: none)
-    splice_control_weight: float = 0.0  # the same contrast at as many ordinary tokens, with the sites' patterns
     # "donor"/"acceptor" -> the share of the splice contrast each side's 6-mers take (a side left out: 1)
     splice_side_weights: dict[str, float] | None = None
-    splice_probe_weight: float = 0.0  # weight of the splice-site probe's loss added to the loss (0: no such probe)
-    far_shift_weight: float = 0.0  # weight of how far a random substitution moves the predictions (0: none)
-    # the share of the 6-mers the model reads with one base changed at random, the targets left true: SNVs in the
-    # context, which a variant's score reads over its whole window, learnt as noise to read through (0: none)
-    context_noise: float = 0.0
     group_weights: dict[str, float] | None = None  # group -> how much more often its rows are drawn (others 1)
     # a second training-data folder (rows a target wrote, draft_data) whose rows make `mix_share` of the draw
     mix_data: str | None = None
     mix_share: float = 0.0
     # gradient surgery: the rest of the loss's gradient is bent wherever it pulls against the gradient of what is
-    # kept, a level of KEPT_TIERS ("data", "held", "coding" or "ordered"), so that what the added terms teach is
-    # not paid for there (to first order); None: no surgery
+    # kept ("held": HELD_TERMS), so that what the added terms teach is not paid for there (to first order);
+    # None: no surgery
     protect: str | None = None
 
     @property
@@ -202,59 +159,6 @@ def steps_within(cfg: TrainConfig, step: int, elapsed_s: float, per_step_s: floa
     planned: what is left of the budget, less a 5% margin for validation and saving, at the measured speed."""
     left = 0.95 * cfg.minutes * 60 - elapsed_s
     return max(step + 1, min(cfg.steps, step + int(left / per_step_s)))
-
-
-def first_layers(model, n: int):
-    """`model` cut to its first `n` decoder layers, its embeddings, final norm and head kept: a draft begun
-    from its target's early layers (an early exit). Before any training, 2 of the 8 layers of the demo target
-    agree with its greedy 6-mer 52% of the time (random weights agree by chance only); distillation starts there."""
-    model.model.layers = torch.nn.ModuleList(model.model.layers[:n])
-    model.config.num_hidden_layers = n
-    return model
-
-
-def expanded_layers(model, n: int):
-    """`model` grown to `n` decoder layers by block expansion: `n - L` of its L layers, evenly spread, each
-    followed by a copy of itself whose attention and MLP output projections are zero, so that the copy adds
-    nothing to the residual stream and the grown model computes exactly what `model` did. Training moves the
-    copies from there: more capacity that starts from what the model knows, not from random weights."""
-    layers = list(model.model.layers)
-    copied = copied_layers(len(layers), n)
-    grown = []
-    for i, layer in enumerate(layers):
-        grown.append(layer)
-        if i in copied:
-            copy = deepcopy(layer)
-            for projection in (copy.self_attn.o_proj, copy.mlp.down_proj):
-                torch.nn.init.zeros_(projection.weight)
-            grown.append(copy)
-    for i, layer in enumerate(grown):
-        layer.self_attn.layer_idx = i  # each layer's place in a KV cache
-    model.model.layers = torch.nn.ModuleList(grown)
-    model.config.num_hidden_layers = n
-    return model
-
-
-def copied_layers(have: int, n: int) -> list[int]:
-    """Which of `have` layers block expansion to `n` copies: `n - have` of them, evenly spread (of 8 grown to
-    12: the 2nd, 4th, 6th and 8th)."""
-    extra = n - have
-    return sorted({round((i + 1) * have / extra) - 1 for i in range(extra)})
-
-
-def new_layers(have: int, n: int) -> list[int]:
-    """Where the copies stand in the grown stack of `n` layers (each right after the layer it copies)."""
-    return [at + 1 + before for before, at in enumerate(copied_layers(have, n))]
-
-
-def with_layers(model, n: int):
-    """The --init model with `n` decoder layers: its first n where n is fewer (a draft begun from its target),
-    grown by block expansion where n is more (at most twice as many: each layer copied once)."""
-    have = len(model.model.layers)
-    if not 0 < n <= 2 * have or n == have:
-        raise SystemExit(f"--init-layers {n}: the --init model has {have} decoder layers; keep 1 to {have - 1} "
-                         f"of them, or grow them to {have + 1}-{2 * have}")
-    return first_layers(model, n) if n < have else expanded_layers(model, n)
 
 
 def shape_of(config) -> dict:
@@ -285,10 +189,8 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int):
 
 
 # the terms added to the loss, each at its own weight: the term (a Losses field) -> its TrainConfig weight
-ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight", "splice": "splice_weight",
-               "splice_bases": "splice_base_weight", "splice_contrast": "splice_contrast_weight",
-               "splice_control": "splice_control_weight", "coding_kl": "coding_distill_weight", "kl": "anchor_weight",
-               "splice_probe": "splice_probe_weight", "far_shift": "far_shift_weight"}
+ADDED_TERMS = {"stop": "stop_weight", "stop_contrast": "stop_contrast_weight",
+               "splice_contrast": "splice_contrast_weight", "coding_kl": "coding_distill_weight", "kl": "anchor_weight"}
 FRAME_CLASSES = len(FRAME_LABELS)  # codon place 0-2 of the coming 6-mer's first base, not coding, antisense 0-2
 STOP_CODONS = frozenset(standard_dna_table.stop_codons)  # as the held-out variant sets read them
 
@@ -427,38 +329,6 @@ def frame_loss(probe, hidden: torch.Tensor, frames: torch.Tensor) -> torch.Tenso
     return F.cross_entropy(probe(hidden[known]).float(), frames[:, 1:][known].long())
 
 
-def annotated_stretch(frames: torch.Tensor) -> torch.Tensor:
-    """[rows, L] frame labels -> [rows, L] bool: each row from its first to its last token with a known label,
-    where the splice marks are whole (an annotated transcript's bases; a genomic window has no label, and a
-    row a target continued has them over its source window's bases only)."""
-    known = frames >= 0
-    at = torch.arange(frames.shape[1], device=frames.device)
-    first = torch.where(known, at, frames.shape[1]).min(1, keepdim=True).values
-    last = torch.where(known, at, -1).max(1, keepdim=True).values
-    return (at >= first) & (at <= last)
-
-
-def balanced_bce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Binary cross-entropy with the positives and the negatives weighed alike (0 where either is missing)."""
-    if labels.all() or not labels.any():
-        return torch.zeros((), device=logits.device)
-    losses = F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="none")
-    return 0.5 * (losses[labels].mean() + losses[~labels].mean())
-
-
-def splice_probe_loss(probe, hidden: torch.Tensor, frames: torch.Tensor, splice_sites: torch.Tensor) -> torch.Tensor:
-    """The splice-site probe's loss over the annotated stretches: from the hidden state at input token t,
-    whether token t + 1 (the coming 6-mer) holds a base of a splice dinucleotide and whether token t did,
-    each a balanced binary cross-entropy (a site is a few tokens in a thousand)."""
-    stretch = annotated_stretch(frames)
-    scope = stretch[:, :-1] & stretch[:, 1:]
-    if not scope.any():
-        return torch.zeros((), device=hidden.device)
-    logits = probe(hidden[scope]).float()
-    coming, read = splice_sites[:, 1:][scope] != 0, splice_sites[:, :-1][scope] != 0
-    return 0.5 * (balanced_bce(logits[:, 0], coming) + balanced_bce(logits[:, 1], read))
-
-
 def true_base_logprobs(logprobs: torch.Tensor, kmer: torch.Tensor, k: int) -> torch.Tensor:
     """[tokens, 4^k] 6-mer log-probs and the true 6-mers -> [tokens, k] the log-marginal of each true base."""
     return log_marginals(logprobs, tails="clamp").gather(-1, kmer_digits(kmer, k).unsqueeze(-1)).squeeze(-1)
@@ -510,69 +380,6 @@ def splice_side_tokens(targets: torch.Tensor, marks: torch.Tensor, kmer_start: i
     return sides
 
 
-def control_tokens(at_site: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A control for each splice-site token of a batch's flattened tokens: the token half the batch away
-    (another row, drawn apart from the site's), kept where it is no site itself. Returns (the controls'
-    indices, which sites have one). No random draw: the batch's rows are drawn at random already."""
-    sites = at_site.nonzero().squeeze(-1)
-    controls = (sites + len(at_site) // 2) % len(at_site)
-    ordinary = ~at_site[controls]
-    return controls[ordinary], ordinary
-
-
-# a substitution may rightly move the predictions of its own 6-mer and its neighbours' (a stop codon, a splice
-# site and the consensus around it); what begins this many bases past it, `--far-shift-weight` holds still
-FAR_BASES = 30
-
-
-def one_base_changed(ids: torch.Tensor, kmer_start: int, n_kmers: int) -> torch.Tensor:
-    """6-mer token ids [n], each with one of its bases changed to another base, both drawn at random."""
-    made = single_substitutions(k_of(n_kmers)).to(ids.device)[ids - kmer_start]  # [n, 3k]
-    return kmer_start + made.gather(1, torch.randint(0, made.shape[1], (len(ids), 1), device=ids.device)).squeeze(1)
-
-
-def substituted_rows(rows: torch.Tensor, kmer_start: int, n_kmers: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows [B, T] each with one base of one 6-mer token in its first half changed to another base, all drawn
-    at random, and each row's changed token index ([B]; -1 where the row has no 6-mer there, left as it is)."""
-    candidates = is_kmer(rows[:, 1 : rows.shape[1] // 2], kmer_start, n_kmers)
-    at = torch.where(candidates, torch.rand(candidates.shape, device=rows.device), -1.0).argmax(1) + 1
-    at = torch.where(candidates.any(1), at, -1)
-    where = at >= 0
-    changed_rows = rows.clone()
-    changed_rows[where, at[where]] = one_base_changed(rows[where, at[where]], kmer_start, n_kmers)
-    return changed_rows, at
-
-
-def noisy_context(inputs: torch.Tensor, share: float, kmer_start: int, n_kmers: int) -> torch.Tensor:
-    """The inputs [B, T] the model reads with `--context-noise`: each 6-mer token, with probability `share`, one
-    base changed at random (an SNV in the context), while the targets it is asked for stay the true ones."""
-    hit = is_kmer(inputs, kmer_start, n_kmers) & (torch.rand(inputs.shape, device=inputs.device) < share)
-    noisy = inputs.clone()
-    noisy[hit] = one_base_changed(inputs[hit], kmer_start, n_kmers)
-    return noisy
-
-
-def far_shift_loss(model, rows: torch.Tensor, hidden: torch.Tensor, head: torch.Tensor, kmer_start: int,
-                   n_kmers: int) -> torch.Tensor:
-    """How far a substitution reaches: `rows` read again, each with one base changed (`substituted_rows`), and
-    the KL divergence of the model's 6-mer distributions from those `hidden` (the unchanged rows' last hidden
-    states, held fixed) gives, summed over the 6-mer targets that begin FAR_BASES or more bases past the
-    changed base; mean over the rows. The sum, as a variant's score sums its window."""
-    changed_rows, at = substituted_rows(rows, kmer_start, n_kmers)
-    changed = model.model(input_ids=changed_rows[:, :-1]).last_hidden_state
-    k = k_of(n_kmers)
-    # input t predicts the 6-mer at t + 1, which begins k * (t + 1) bases in; the change is at most k * at + k - 1
-    first_far = at + math.ceil((FAR_BASES + k - 1) / k) - 1
-    positions = torch.arange(changed.shape[1], device=rows.device)
-    far = (positions >= first_far[:, None]) & (at >= 0)[:, None] & is_kmer(rows[:, 1:], kmer_start, n_kmers)
-    if not far.any():
-        return torch.zeros((), device=rows.device)
-    with torch.no_grad():
-        unchanged = torch.log_softmax((hidden[far] @ head.T).float(), dim=-1)
-    moved = torch.log_softmax((changed[far] @ head.T).float(), dim=-1)
-    return F.kl_div(moved, unchanged, log_target=True, reduction="sum") / len(rows)
-
-
 class Losses(NamedTuple):
     """One batch's loss terms (each 0 where the batch or the run has nothing for it; fns NaN before its stage)."""
     ce: torch.Tensor
@@ -581,13 +388,8 @@ class Losses(NamedTuple):
     frame: torch.Tensor
     stop: torch.Tensor
     stop_contrast: torch.Tensor
-    splice: torch.Tensor
-    splice_bases: torch.Tensor
     splice_contrast: torch.Tensor
-    splice_control: torch.Tensor
     coding_kl: torch.Tensor
-    splice_probe: torch.Tensor
-    far_shift: torch.Tensor
 
 
 def is_kmer(ids, kmer_start: int, n_kmers: int):
@@ -597,34 +399,23 @@ def is_kmer(ids, kmer_start: int, n_kmers: int):
 
 def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teacher=None, with_fns: bool = True,
                 probe=None, frames: torch.Tensor | None = None, stops: torch.Tensor | None = None,
-                splice_sites: torch.Tensor | None = None, site_probe=None,
-                side_weights: dict[str, float] | None = None, far_shift: bool = False,
-                context: torch.Tensor | None = None) -> Losses:
+                splice_sites: torch.Tensor | None = None, side_weights: dict[str, float] | None = None) -> Losses:
     """The batch's Losses: cross-entropy over the k-mers, FNS per-base loss, (with a teacher) KL at k-mer
     targets, (with a probe and the rows' frame labels) the reading-frame loss, (with the in-frame stop
     table) the stop unlikelihood and the coding 6-mers' cross-entropy against their stop-making SNVs, and
-    (with the rows' splice-site marks) the cross-entropy of the splice-site 6-mers, the FNS cross-entropy
-    of their splice dinucleotide bases and their cross-entropy among their rivals, and (with a splice-site
-    probe, the frame labels and the marks) the probe's loss; `side_weights` weighs the splice contrast by the
-    side (donor, acceptor) of each site's dinucleotide; with `far_shift`, how far a random substitution in
-    half the rows moves the predictions (`far_shift_loss`). `context`, where given, is what the model reads in
-    place of the rows' own inputs (`noisy_context`); the teacher and every label read the true rows."""
+    (with the rows' splice-site marks) the splice-site 6-mers' cross-entropy among their rivals, which
+    `side_weights` weighs by the side (donor, acceptor) of each site's dinucleotide."""
     inputs, targets = rows[:, :-1], rows[:, 1:]
-    read_rows = rows if context is None else torch.cat([context, rows[:, -1:]], 1)  # what the model reads
-    hidden = model.model(input_ids=read_rows[:, :-1]).last_hidden_state
+    hidden = model.model(input_ids=inputs).last_hidden_state
     frame = frame_loss(probe, hidden, frames) if probe is not None else torch.zeros((), device=rows.device)
-    splice_probe = (splice_probe_loss(site_probe, hidden, frames, splice_sites) if site_probe is not None
-                    else torch.zeros((), device=rows.device))
     head = model.get_output_embeddings().weight[kmer_start : kmer_start + n_kmers]
     keep = is_kmer(targets, kmer_start, n_kmers)
     logits = hidden[keep] @ head.T
     kmer = targets[keep] - kmer_start
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     ce = F.nll_loss(logprobs, kmer)
-    true_bases = None  # [tokens, k] log-marginal of each token's true base at each place, where FNS needs it
     if with_fns:
-        true_bases = true_base_logprobs(logprobs, kmer, k_of(n_kmers))
-        fns = -true_bases.mean()
+        fns = -true_base_logprobs(logprobs, kmer, k_of(n_kmers)).mean()
     else:  # before its stage FNS is neither trained nor worth its cost on every step
         fns = torch.full((), float("nan"), device=rows.device)
     labels = None if frames is None else frames[:, 1:][keep]  # each k-mer target's frame label
@@ -645,17 +436,12 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
         before = bases_before(inputs[keep] - kmer_start, frames[:, :-1][keep], labels, n_kmers)
         stop = stop_loss(logprobs, kmer, labels, before, stops)
         stop_contrast = stop_contrast_loss(logprobs, kmer, labels, before, stops)
-    splice = splice_bases = splice_contrast = splice_control = torch.zeros((), device=rows.device)
+    splice_contrast = torch.zeros((), device=rows.device)
     if splice_sites is not None:
         marks = splice_sites[:, 1:][keep]
         at_site = marks != 0
         if at_site.any():
-            splice = F.nll_loss(logprobs[at_site], kmer[at_site])
-            k = k_of(n_kmers)
-            is_site_base = marked_bases(marks[at_site], k)
-            site_bases = (true_bases[at_site] if true_bases is not None
-                          else true_base_logprobs(logprobs[at_site], kmer[at_site], k))
-            splice_bases = -site_bases[is_site_base].mean()
+            is_site_base = marked_bases(marks[at_site], k_of(n_kmers))
             weights = None
             if side_weights:
                 sides = splice_side_tokens(targets, splice_sites[:, 1:], kmer_start, n_kmers)
@@ -663,15 +449,7 @@ def kmer_losses(model, rows: torch.Tensor, kmer_start: int, n_kmers: int, teache
                 for side, weight in side_weights.items():
                     weights[sides[side][keep][at_site]] = weight
             splice_contrast = splice_contrast_loss(logprobs[at_site], kmer[at_site], is_site_base, weights)
-            controls, controlled = control_tokens(at_site)
-            if controlled.any():
-                splice_control = splice_contrast_loss(logprobs[controls], kmer[controls], is_site_base[controlled])
-    shifted = len(rows) // 2
-    # the substitution is made in what the model read, so that it is the one change between the two reads
-    far = (far_shift_loss(model, read_rows[:shifted], hidden[:shifted], head, kmer_start, n_kmers)
-           if far_shift and shifted else torch.zeros((), device=rows.device))
-    return Losses(ce, fns, kl, frame, stop, stop_contrast, splice, splice_bases, splice_contrast, splice_control,
-                  coding_kl, splice_probe, far)
+    return Losses(ce, fns, kl, frame, stop, stop_contrast, splice_contrast, coding_kl)
 
 
 def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: bool, with_probe: bool) -> torch.Tensor:
@@ -685,14 +463,8 @@ def step_loss(cfg: TrainConfig, terms: Losses, with_fns: bool, with_teacher: boo
     return loss + sum(getattr(cfg, weight) * getattr(terms, term) for term, weight in ADDED_TERMS.items())
 
 
-# what --protect keeps whole, as Losses fields, tier by tier in the order surgery ranks them: the data's loss; or
-# that and the teacher's KL terms; or those and the stop terms, what the stop-gain reading rests on, as one; or
-# those two apart ("ordered"), the stop terms bent only where they pull against the first tier
-HELD_TERMS = ("ce", "fns", "kl", "coding_kl")
-STOP_TERMS = ("stop", "stop_contrast")
-KEPT_TIERS = {"data": (("ce", "fns"),), "held": (HELD_TERMS,), "coding": (HELD_TERMS + STOP_TERMS,),
-              "ordered": (HELD_TERMS, STOP_TERMS)}
-PROTECTED = tuple(KEPT_TIERS)
+# what --protect keeps whole, as Losses fields: "held", the data's loss and the teacher's KL terms
+KEPT_TERMS = {"held": ("ce", "fns", "kl", "coding_kl")}
 
 
 def part_loss(cfg: TrainConfig, terms: Losses, names: tuple[str, ...], with_fns: bool, with_teacher: bool,
@@ -714,47 +486,24 @@ def _flat(grads) -> torch.Tensor:
     return torch.cat([g.reshape(-1) for g in grads]).double()
 
 
-def without_conflict(v: torch.Tensor, above: list[torch.Tensor]) -> torch.Tensor:
-    """`v` changed least (in Euclidean length) so that it pulls against none of `above` (its dot product with each
-    at least 0): `v` itself where it pulls against none; else the small quadratic programme's solution, v plus a
-    non-negative mix of the vectors it is held to, found among the sets of them that bind (one or two here)."""
-    if all(v @ g >= 0 for g in above):
-        return v
-    best = None
-    for size in range(1, len(above) + 1):
-        for binding in itertools.combinations(above, size):
-            held_to = torch.stack(binding)
-            mix = torch.linalg.pinv(held_to @ held_to.T) @ -(held_to @ v)
-            if (mix < 0).any():
-                continue
-            u = v + mix @ held_to
-            if all(u @ g >= -1e-9 * (g.norm() * v.norm()) for g in above) and (
-                    best is None or (u - v).norm() < (best - v).norm()):
-                best = u
-    return best
-
-
-def protect_gradient(params: list[torch.Tensor], tiers: list[list[torch.Tensor]]) -> float:
-    """Gradient surgery as in PCGrad (Yu et al. 2020), with the kept tiers (`KEPT_TIERS`) the tasks ranked first:
-    each parameter's gradient (that of the whole loss) is split into each tier's gradient, in rank order, and the
-    rest's (the added terms' and the probe's that no tier keeps, and the teacher's where only the data is kept).
-    The first tier is kept whole; each later part, the rest last, is changed least so that it pulls against no
-    tier ranked above it (for one tier: where their dot product is below 0, its component along that tier's
-    gradient removed). A step then lowers what is ranked lower only in directions that do not raise what is
-    ranked higher, to first order, and descends the first tier as its own gradient would. Returns the cosine
-    of the first tier's gradient and the rest of the whole's before surgery. (Each tier's gradient comes from a
-    forward pass of its own: a compiled decoder's backward does not run twice through one graph.)"""
+def protect_gradient(params: list[torch.Tensor], kept_grads: list[torch.Tensor]) -> float:
+    """Gradient surgery as in PCGrad (Yu et al. 2020), with the kept loss the task ranked first: each parameter's
+    gradient (that of the whole loss) is split into the kept loss's (`kept_grads`) and the rest's (the added
+    terms' and the probe's). Where the rest pulls against the kept loss (their dot product below 0), it loses
+    its component along the kept gradient; a step then lowers the rest only in directions that do not raise
+    the kept loss, to first order, and descends the kept loss as its own gradient would. Returns the cosine of
+    the kept gradient and the rest's before surgery. (The kept gradient comes from a forward pass of its own: a
+    compiled decoder's backward does not run twice through one graph.)"""
     for p in params:
         if p.grad is None:  # a parameter the whole loss does not reach
             p.grad = torch.zeros_like(p)
     whole = _flat(p.grad for p in params)
-    kept = [_flat(tier) for tier in tiers]
-    rest = whole - sum(kept)
-    cosine = float(kept[0] @ (whole - kept[0]) / (kept[0].norm() * (whole - kept[0]).norm()).clamp(min=1e-30))
-    parts = [*kept[1:], rest]
-    bent = [without_conflict(part, kept[: i + 1]) for i, part in enumerate(parts)]
-    if any(b is not part for b, part in zip(bent, parts, strict=True)):
-        surgered = kept[0] + sum(bent)
+    kept = _flat(kept_grads)
+    rest = whole - kept
+    pull = rest @ kept
+    cosine = float(pull / (kept.norm() * rest.norm()).clamp(min=1e-30))
+    if pull < 0:
+        surgered = kept + rest - pull / (kept @ kept) * kept
         offset = 0
         for p in params:
             p.grad.copy_(surgered[offset : offset + p.numel()].view_as(p))
@@ -866,8 +615,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     frames = probe = stops = None
     stop_terms = {"--stop-weight": cfg.stop_weight, "--stop-contrast-weight": cfg.stop_contrast_weight}
     framed_terms = {"--frame-weight": cfg.frame_weight, **stop_terms,
-                    "--coding-distill-weight": cfg.coding_distill_weight,
-                    "--splice-probe-weight": cfg.splice_probe_weight}
+                    "--coding-distill-weight": cfg.coding_distill_weight}
     if any(framed_terms.values()):
         flag = next(flag for flag, w in framed_terms.items() if w)
         if not (data / "train_frames.npy").exists():
@@ -881,15 +629,12 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     if any(stop_terms.values()):
         stops = stop_table(tokenizer.k).to(cfg.device)
     splice_sites = None
-    per_base = {"--splice-base-weight": cfg.splice_base_weight, "--splice-contrast-weight": cfg.splice_contrast_weight,
-                "--splice-control-weight": cfg.splice_control_weight}
-    marked_terms = {"--splice-weight": cfg.splice_weight, "--splice-probe-weight": cfg.splice_probe_weight}
-    if any(marked_terms.values()) or any(per_base.values()):
-        flag = next(flag for flag, w in {**marked_terms, **per_base}.items() if w)
+    if cfg.splice_contrast_weight:
+        flag = "--splice-contrast-weight"
         if not (data / "train_splice.npy").exists():
             raise SystemExit(f"{flag} needs {data}/train_splice.npy: rebuild the data with this version")
         splice_sites = torch.from_numpy(np.load(data / "train_splice.npy"))
-        if any(per_base.values()) and card.get("splice_marks") != SPLICE_MARKS:  # an older build marks 6-mers only
+        if card.get("splice_marks") != SPLICE_MARKS:  # an older build marks 6-mers only
             raise SystemExit(f"{flag} needs {data}/train_splice.npy to mark each splice base: "
                              "rebuild the data with this version")
     n_rows = len(rows)
@@ -903,20 +648,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         splice_sites = None if splice_sites is None else mixed_in(mix, "train_splice.npy", splice_sites)
     validation = eval_rows(json.loads((data / "validation.json").read_text()), tokenizer)
     validation = validation.to(cfg.device)
-    if cfg.new_layers_only and not cfg.init:
-        raise SystemExit("--new-layers-only trains the layers --init-layers adds to an --init model: name one")
     if cfg.init:
         model = LlamaForCausalLM.from_pretrained(cfg.init, dtype=torch.float32)
-        have = model.config.num_hidden_layers
-        if cfg.new_layers_only and not (cfg.init_layers or 0) > have:
-            raise SystemExit(f"--new-layers-only trains the layers --init-layers adds: give more than the {have} "
-                             "layers the --init model has")
-        if cfg.init_layers:
-            model = with_layers(model, cfg.init_layers)
-        if cfg.new_layers_only:
-            model.requires_grad_(False)
-            for at in new_layers(have, cfg.init_layers):
-                model.model.layers[at].requires_grad_(True)
         cfg = replace(cfg, **shape_of(model.config))  # the record says the shape trained, not the preset's
     else:
         model = build_model(cfg, dna_config.min_vocab_size, text.pad_token_id)
@@ -928,15 +661,11 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         model.model.compile()
         if teacher is not None:
             teacher.model.compile()
-    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    torch.manual_seed(cfg.seed)  # the probes start alike in every run of a seed, --init's included
+    trained = list(model.parameters())
+    torch.manual_seed(cfg.seed)  # the probe starts alike in every run of a seed, --init's included
     if cfg.frame_weight:
         probe = torch.nn.Linear(model.config.hidden_size, FRAME_CLASSES).to(cfg.device)
         trained += list(probe.parameters())
-    site_probe = None
-    if cfg.splice_probe_weight:  # two outputs: the coming 6-mer holds a splice base; the one just read did
-        site_probe = torch.nn.Linear(model.config.hidden_size, 2).to(cfg.device)
-        trained += list(site_probe.parameters())
     optimizer = torch.optim.AdamW(trained, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     cfg.out.mkdir(parents=True, exist_ok=True)
     checkpoint = cfg.out / "checkpoint.pt"
@@ -947,33 +676,25 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         model.load_state_dict(state["model"])
         if probe is not None:
             probe.load_state_dict(state["probe"])
-        if site_probe is not None:
-            site_probe.load_state_dict(state["site_probe"])
         optimizer.load_state_dict(state["optimizer"])
         step, log = state["step"], state["log"]
         torch.set_rng_state(state["rng"])
         print(f"resumed at step {step}")
-    elif cfg.init:
-        new_probes = [("reading-frame", probe, lambda probe, hidden, index: frame_loss(
-                           probe, hidden, frames[index].to(cfg.device))),
-                      ("splice-site", site_probe, lambda probe, hidden, index: splice_probe_loss(
-                           probe, hidden, frames[index].to(cfg.device), splice_sites[index].to(cfg.device)))]
-        for what, new_probe, probe_loss in new_probes:
-            if new_probe is not None and (fitted := fit_probe(model, new_probe, rows, n_rows, cfg, probe_loss)):
-                print(f"a new {what} probe fitted to the --init model, which stays as it is: loss "
-                      f"{fitted[0]:.3f} -> {statistics.mean(fitted[-10:]):.3f} over {len(fitted)} batches",
-                      flush=True)
+    elif cfg.init and probe is not None:
+        fitted = fit_probe(model, probe, rows, n_rows, cfg,
+                           lambda probe, hidden, index: frame_loss(probe, hidden, frames[index].to(cfg.device)))
+        if fitted:
+            print(f"a new reading-frame probe fitted to the --init model, which stays as it is: loss "
+                  f"{fitted[0]:.3f} -> {statistics.mean(fitted[-10:]):.3f} over {len(fitted)} batches", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
-    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
-    print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters" + (f" ({frozen / 1e6:.2f}M frozen)" if frozen else "")
-          + f", {n_rows:,} windows"
+    print(f"{cfg.name}: {n_params / 1e6:.2f}M parameters, {n_rows:,} windows"
           + (f" and {len(rows) - n_rows:,} of {cfg.mix_data} ({cfg.mix_share:.0%} of the draw)" if cfg.mix_data else "")
           + f", {cfg.steps} steps of {cfg.batch} x {rows.shape[1] - 1} tokens", flush=True)
     draw = batch_sampler(cfg, data, n_rows, len(rows) - n_rows)
     began = time.perf_counter()
     first_step, timed_from = step, began  # a budget times this run's own steps (a resumed run's too)
     kmer_start, n_kmers = tokenizer.kmer_start_id, tokenizer.n_kmers
-    cosines: list[float] = []  # with --protect: each step's cosine of the first kept tier's gradient and the rest's
+    cosines: list[float] = []  # with --protect: each step's cosine of the kept loss's gradient and the rest's
     while step < cfg.steps:
         model.train()
         batch_index = draw(step)
@@ -981,28 +702,24 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             group["lr"] = learning_rate(cfg, step)
         with_fns = step >= cfg.fns_from * cfg.steps
         batch_rows = rows[batch_index].to(cfg.device)
-        tiers = []  # with --protect: each kept tier's own gradient, from a forward pass of its terms alone
+        kept = None  # with --protect: the kept loss's own gradient, from a forward pass of its terms alone
         batch_frames = None if frames is None else frames[batch_index].to(cfg.device)
-        context = (noisy_context(batch_rows[:, :-1], cfg.context_noise, kmer_start, n_kmers) if cfg.context_noise
-                   else None)
-        for names in KEPT_TIERS[cfg.protect] if cfg.protect else ():
+        if cfg.protect:
             with mixed_precision(cfg):
-                kept_terms = kmer_losses(model, batch_rows, kmer_start, n_kmers, teacher if "kl" in names else None,
-                                         with_fns, frames=batch_frames, stops=stops if "stop" in names else None,
-                                         context=context)
-            tiers.append(kept_gradient(part_loss(cfg, kept_terms, names, with_fns, teacher is not None,
-                                                 probe is not None), trained))
+                kept_terms = kmer_losses(model, batch_rows, kmer_start, n_kmers, teacher, with_fns,
+                                         frames=batch_frames)
+            kept = kept_gradient(part_loss(cfg, kept_terms, KEPT_TERMS[cfg.protect], with_fns, teacher is not None,
+                                           probe is not None), trained)
         with mixed_precision(cfg):
             terms = kmer_losses(
                 model, batch_rows, kmer_start, n_kmers, teacher, with_fns, probe, batch_frames, stops,
-                None if splice_sites is None else splice_sites[batch_index].to(cfg.device), site_probe,
-                cfg.splice_side_weights, cfg.far_shift_weight > 0, context)
+                None if splice_sites is None else splice_sites[batch_index].to(cfg.device), cfg.splice_side_weights)
         ce, fns, kl, frame = terms.ce, terms.fns, terms.kl, terms.frame
         loss = step_loss(cfg, terms, with_fns, teacher is not None, probe is not None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if tiers:
-            cosines.append(protect_gradient(trained, tiers))
+        if kept is not None:
+            cosines.append(protect_gradient(trained, kept))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
@@ -1020,10 +737,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             print(f"step {step:5d}  loss {loss.item():.4f}  ce {ce.item():.4f}  fns/base {fns_text}  "
                   f"kl {kl.item():.4f}/{terms.coding_kl.item():.4f} coding  frame {frame.item():.4f}  "
                   f"stop {terms.stop.item():.4f}"
-                  f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice.item():.4f}"
-                  f"/{terms.splice_bases.item():.4f} per base/{terms.splice_contrast.item():.4f} among rivals"
-                  f"/{terms.splice_control.item():.4f} at controls/{terms.splice_probe.item():.4f} probe  "
-                  + (f"far shift {terms.far_shift.item():.4f}  " if cfg.far_shift_weight else "")
+                  f"/{terms.stop_contrast.item():.4f} among SNVs  splice {terms.splice_contrast.item():.4f} among "
+                  "rivals  "
                   + (f"{cfg.protect}/rest gradient cosine {statistics.mean(cosines[-50:]):+.3f} "
                      f"({sum(c < 0 for c in cosines[-50:])} of {len(cosines[-50:])} steps against)  "
                      if cosines else "")
@@ -1037,13 +752,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                      "train_frame": frame.item() if probe is not None else None,
                      "train_stop": terms.stop.item() if stops is not None else None,
                      "train_stop_contrast": terms.stop_contrast.item() if stops is not None else None,
-                     "train_splice": terms.splice.item() if splice_sites is not None else None,
-                     "train_splice_bases": terms.splice_bases.item() if splice_sites is not None else None,
                      "train_splice_contrast": terms.splice_contrast.item() if splice_sites is not None else None,
-                     "train_splice_control": terms.splice_control.item() if splice_sites is not None else None,
                      "train_coding_kl": terms.coding_kl.item() if cfg.coding_distill_weight else None,
-                     "train_splice_probe": terms.splice_probe.item() if site_probe is not None else None,
-                     "train_far_shift": terms.far_shift.item() if cfg.far_shift_weight else None,
                      # with --protect: the steps so far whose added terms pulled against the kept loss, surgery made
                      "steps_protected": sum(c < 0 for c in cosines) if cfg.protect else None,
                      "val_ce": v_ce.item(),
@@ -1054,8 +764,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                   f"fns/base {v_fns.item():.4f}", flush=True)
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                         "log": log, "rng": torch.get_rng_state(),
-                        "probe": None if probe is None else probe.state_dict(),
-                        "site_probe": None if site_probe is None else site_probe.state_dict()}, checkpoint)
+                        "probe": None if probe is None else probe.state_dict()}, checkpoint)
     return save_model_dir(cfg, model, data, n_params, log)
 
 
@@ -1117,7 +826,7 @@ def train_command(config: dict, init: str | None) -> str:
     preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
     words = ["python -m carbon_app.training.train", f"--preset {preset}"]
-    for key in ("name", "data", "init", "init_layers", "new_layers_only", "teacher", "seed", "steps", "lr",
+    for key in ("name", "data", "init", "teacher", "seed", "steps", "lr",
                 "min_lr", "warmup", "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
         if key in ("group_weights", "splice_side_weights") and value:
@@ -1161,13 +870,6 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-root", default="runs")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--init", help="start from this model directory's weights (continued training)")
-    parser.add_argument("--init-layers", type=argument_type(lambda text: whole_number(text, "--init-layers", 1)),
-                        help="the --init model with N decoder layers (its embeddings and head kept): fewer keep "
-                             "its first N (a draft begun from its target); more grow it by block expansion, layers "
-                             "copied with their output projections zeroed, so that it starts computing what it did")
-    parser.add_argument("--new-layers-only", action="store_true", default=None,
-                        help="with --init-layers growing the --init model: train the new layers alone, every "
-                             "weight it had frozen, so that what it knew stays as it was (block expansion)")
     parser.add_argument("--name", help="the run's name (its folder under --out-root)")
     parser.add_argument("--seed", type=argument_type(lambda text: whole_number(text, "--seed", 0, MAX_TRAINING_SEED)),
                         help="seeds the weights' start and the batches' draw (default 0); a run continued from "
@@ -1211,41 +913,10 @@ def argument_parser() -> argparse.ArgumentParser:
                "weight of the cross-entropy of each coding 6-mer among itself and its single-base "
                "substitutions that hold a stop codon in its labelled frame, added to the loss "
                "(default 0: none); needs data built with train_frames.npy")
-    added_term(parser, "--splice-weight",
-               "weight of the cross-entropy of the 6-mers holding a canonical splice "
-               "dinucleotide's base, added to the loss (default 0: none); needs data built with "
-               "train_splice.npy")
-    added_term(parser, "--splice-base-weight",
-               "weight of the FNS cross-entropy of the canonical splice dinucleotides' bases "
-               "themselves, added to the loss (default 0: none); needs data built with "
-               "train_splice.npy")
     added_term(parser, "--splice-contrast-weight",
                "weight of the cross-entropy of each splice-site 6-mer among the 6-mers that differ "
                "from it at its splice dinucleotide's bases only, added to the loss (default 0: "
                "none); needs data built with train_splice.npy")
-    added_term(parser, "--splice-control-weight",
-               "weight of the same among-rivals cross-entropy at an ordinary token for each "
-               "splice-site 6-mer, the rivals varying the same bases, added to the loss (default 0: "
-               "none): it asks for the true bases where no site is, against a liking for GT and AG "
-               "the splice terms teach wherever the model cannot tell a site; needs data built with "
-               "train_splice.npy")
-    added_term(parser, "--splice-probe-weight",
-               "weight of a splice-site probe's loss, added to the loss (default 0: none): a linear "
-               "probe on the last hidden state reads whether the coming 6-mer, and the one just "
-               "read, hold a splice base, so the decoder carries where exons end; needs data built "
-               "with train_frames.npy and train_splice.npy")
-    added_term(parser, "--far-shift-weight",
-               "weight of how far a substitution reaches, added to the loss (default 0: none): half of "
-               "each batch's rows read again with one base changed at random, and the KL divergence of "
-               "the predictions from the unchanged row's, summed over the tokens 30 or more bases past "
-               "the change, so that a variant's score, summed over its window, reads the site and not "
-               "small shifts far away")
-    parser.add_argument("--context-noise", type=argument_type(lambda text: real_number(text, "--context-noise", 0,
-                                                                                        0.5)),
-                        help="the share of the 6-mer tokens the model reads with one base changed at random, "
-                             "the targets, the teacher and the labels left true (default 0: none), e.g. 0.02: "
-                             "SNVs in the context learnt as noise, so that a variant's score, summed over its "
-                             "window, is not moved far from the variant")
     added_term(parser, "--coding-distill-weight",
                "weight of the KL divergence from the teacher at the coding tokens alone, added to "
                "the loss (default 0: none): it holds what a stop-gain's score reads while the "
@@ -1261,15 +932,11 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mix-share", type=argument_type(lambda text: real_number(text, "--mix-share", 0, 1,
                                                                                    above_low=True)),
                         help="the share of the draw the --mix-data rows make, e.g. 0.25")
-    parser.add_argument("--protect", choices=PROTECTED,
+    parser.add_argument("--protect", choices=sorted(KEPT_TERMS),
                         help="gradient surgery (PCGrad): where the rest of the loss pulls against what is kept, "
                              "its gradient loses the component along the kept loss's, so that what it teaches costs "
-                             "that nothing to first order: 'data', the data's own loss (the teacher's KL among the "
-                             "rest), 'held', that and the teacher's KL terms (the added terms and the probe the "
-                             "rest), 'coding', those and the stop terms (the splice terms and the probes the "
-                             "rest), or 'ordered', 'held' first and the stop terms second, bent only where they pull "
-                             "against the first, the rest bent where it pulls against either; a forward and "
-                             "backward pass more a step for each kept tier")
+                             "that nothing to first order: 'held', the data's own loss and the teacher's KL terms "
+                             "(the added terms and the probe the rest); a forward and backward pass more a step")
     parser.add_argument("--splice-side-weights", type=argument_type(
                             lambda text: named_shares(text, "--splice-side-weights", SPLICE_SIDES, "side")),
                         help="with --splice-contrast-weight, the share of the contrast a donor's (GT) or an "
@@ -1290,9 +957,7 @@ def run_config(argv: list[str] | None) -> tuple[TrainConfig, bool]:
         parser.error("a target's --teacher and --distill-weight go together: the model it is kept near and the "
                      "share of the loss that keeps it there")
     cfg = replace(TrainConfig(), **PRESETS[args.preset], data=args.data, out_root=args.out_root)
-    if args.init_layers is not None and args.init is None:
-        parser.error("--init-layers cuts or grows the --init model: name one with --init")
-    for key in ("steps", "init", "init_layers", "new_layers_only", "name", "seed", "lr", "min_lr", "warmup",
+    for key in ("steps", "init", "name", "seed", "lr", "min_lr", "warmup",
                 "device", "fns_from", "compile", *SHAPE, "minutes", *OBJECTIVE):
         if getattr(args, key) is not None:
             cfg = replace(cfg, **{key: getattr(args, key)})
