@@ -33,7 +33,7 @@ from carbon_app.training.data import (
     write_dataset,
 )
 from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
-from carbon_app.training.train import (
+from carbon_app.training.losses import (
     UNKNOWN_BEFORE,
     bases_before,
     holds_stop,
@@ -558,7 +558,8 @@ def test_splice_sites_are_told_donor_or_acceptor_by_their_marked_letters_on_eith
 
 
 def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
-    from carbon_app.training.train import TrainConfig, build_model, kmer_losses
+    from carbon_app.training.train import TrainConfig, build_model
+    from carbon_app.training.losses import kmer_losses
 
     cfg = TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
     student, teacher = build_model(cfg, 4124, 0), build_model(replace(cfg, seed=1), 4124, 0)
@@ -586,7 +587,8 @@ def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
 
 
 def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():
-    from carbon_app.training.train import TrainConfig, build_model, kmer_losses, validation_losses
+    from carbon_app.training.train import TrainConfig, build_model, validation_losses
+    from carbon_app.training.losses import kmer_losses
 
     model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0).eval()
     rows = torch.randint(20, 20 + 4096, (7, 12), generator=torch.Generator().manual_seed(3))
@@ -607,7 +609,8 @@ LOSS_VALUES = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0
 
 
 def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
-    from carbon_app.training.train import ADDED_TERMS, Losses, TrainConfig, step_loss
+    from carbon_app.training.train import TrainConfig
+    from carbon_app.training.losses import ADDED_TERMS, Losses, step_loss
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
@@ -619,9 +622,9 @@ def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_ea
     # --anchor-weight adds the very KL the share holds, again at its own weight, on top of the shares
     anchored = replace(plain, anchor_weight=4.0)
     assert step_loss(anchored, terms, True, True, True).item() == pytest.approx(shared + 4.0 * 0.5)
-    weights = {weight: 1.0 + i for i, weight in enumerate(ADDED_TERMS.values())}
+    weights = {term.weight: 1.0 + i for i, term in enumerate(ADDED_TERMS)}
     every = replace(plain, **weights)
-    added = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items())
+    added = sum(weights[term.weight] * values[term.field] for term in ADDED_TERMS)
     assert step_loss(every, terms, True, True, True).item() == pytest.approx(shared + added)
 
 
@@ -631,7 +634,8 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
     """--protect: where the rest of the loss pulls against the data's, the step's gradient still descends
     the data's loss as the data's own gradient would (their dot product is the data gradient's squared norm);
     where nothing conflicts, it is the plain gradient of the loss. Through a compiled decoder too."""
-    from carbon_app.training.train import TrainConfig, build_model, kept_gradient, kmer_losses, protect_gradient
+    from carbon_app.training.train import TrainConfig, build_model
+    from carbon_app.training.losses import kept_gradient, kmer_losses, protect_gradient
 
     rows = torch.randint(20, 20 + 4096, (3, 24), generator=torch.Generator().manual_seed(4))
     model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0)
@@ -665,18 +669,19 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
 
 
 def test_what_protect_keeps_is_the_data_and_the_teachers_kl_terms_as_the_loss_counts_them():
-    from carbon_app.training.train import ADDED_TERMS, KEPT_TERMS, Losses, TrainConfig, part_loss, step_loss
+    from carbon_app.training.train import TrainConfig
+    from carbon_app.training.losses import ADDED_TERMS, KEPT_TERMS, Losses, part_loss, step_loss
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
-    weights = {weight: 1.0 + i for i, weight in enumerate(ADDED_TERMS.values())}
+    weights = {term.weight: 1.0 + i for i, term in enumerate(ADDED_TERMS)}
     cfg = TrainConfig(distill_weight=0.3, frame_weight=0.2, **weights)
     assert set(KEPT_TERMS) == {"held"}  # the one kept part a shipped model's recipe uses
     held = part_loss(cfg, terms, KEPT_TERMS["held"], True, True, True).item()
     data = 0.8 * (0.7 * 0.5 * (2.0 + 1.0) + 0.3 * 0.5)  # the data's and the teacher's shares, the probe's left out
     assert held == pytest.approx(data + weights["coding_distill_weight"] * 0.9 + weights["anchor_weight"] * 0.5)
-    teaching = sum(weights[weight] * values[term] for term, weight in ADDED_TERMS.items()
-                   if term not in ("coding_kl", "kl"))
+    teaching = sum(weights[term.weight] * values[term.field] for term in ADDED_TERMS
+                   if term.field not in ("coding_kl", "kl"))
     # the rest, what surgery may bend, is the added teaching terms and the probe's share: nothing of the teacher
     whole = step_loss(cfg, terms, True, True, True).item()
     assert whole - held == pytest.approx(teaching + 0.2 * 0.8)
@@ -895,12 +900,14 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     log = json.loads((contrast_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_splice_contrast"] < math.log(16)  # 16 rivals at most: below chance among them
     # weighed by side: the run's side weights reach the contrast (here every site is called a donor, weighed 0)
-    told = train_module.splice_side_tokens
-    monkeypatch.setattr(train_module, "splice_side_tokens",
+    from carbon_app.training import losses
+
+    told = losses.splice_side_tokens
+    monkeypatch.setattr(losses, "splice_side_tokens",
                         lambda targets, marks, *_: {"donor": marks != 0, "acceptor": torch.zeros_like(marks).bool()})
     sided_dir = train(replace(cfg, name="spliced-sided", splice_contrast_weight=1.0,
                               splice_side_weights={"donor": 0.0}, batch=16))
-    monkeypatch.setattr(train_module, "splice_side_tokens", told)
+    monkeypatch.setattr(losses, "splice_side_tokens", told)
     log = json.loads((sided_dir / "training.json").read_text())["log"]
     assert log[-1]["train_splice_contrast"] == 0
     # protected: each step's gradient goes through the surgery, with the kept loss's gradient of that batch
@@ -1084,7 +1091,8 @@ def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_r
 @pytest.mark.integration
 def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     """`TrainConfig.compile` fuses kernels in place; the numbers and parameter names stay the eager ones."""
-    from carbon_app.training.train import TrainConfig, build_model, kmer_losses
+    from carbon_app.training.train import TrainConfig, build_model
+    from carbon_app.training.losses import kmer_losses
 
     cfg = TrainConfig(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128)
     rows = torch.randint(20, 20 + 4096, (3, 40), generator=torch.Generator().manual_seed(0))
@@ -1385,3 +1393,24 @@ def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with()
     assert stop_weights({}) == "0"  # an older record, before the stop terms
     assert splice_weights({"splice_contrast_weight": 3.0}) == "3 among rivals"
     assert splice_weights({"splice_contrast_weight": 0.0}) == splice_weights({}) == "0"  # none, or an older record
+
+
+def test_each_added_term_is_one_registry_entry_that_the_config_the_command_line_and_the_loss_read():
+    """A term of `ADDED_TERMS` is a TrainConfig weight, a flag of the trainer (0 to 10, its needs named in its
+    help), a field of `Losses` and a part of the step's loss at its weight: nothing else lists the terms."""
+    from carbon_app.training import train as train_module
+    from carbon_app.training.losses import ADDED_TERMS, NEEDS_WORDS, Losses, step_loss
+
+    parser = train_module.argument_parser()
+    actions = {flag: action for action in parser._actions for flag in action.option_strings}
+    zero = Losses(**{name: torch.zeros(()) for name in Losses._fields})
+    for term in ADDED_TERMS:
+        assert term.weight in train_module.OBJECTIVE and getattr(train_module.TrainConfig(), term.weight) == 0.0
+        assert term.field in Losses._fields and set(term.needs) <= set(NEEDS_WORDS)
+        assert all(NEEDS_WORDS[need] in actions[term.flag].help for need in term.needs)
+        assert getattr(parser.parse_args([term.flag, "2.5"]), term.weight) == 2.5
+        with pytest.raises(SystemExit):
+            parser.parse_args([term.flag, "11"])
+        cfg = replace(train_module.TrainConfig(), **{term.weight: 3.0})
+        alone = step_loss(cfg, zero._replace(**{term.field: torch.tensor(0.5)}), False, False, False)
+        assert alone.item() == pytest.approx(1.5)  # its weight times its value, and nothing of any other term

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from .data import FRAME_UNKNOWN, WINDOW_TOKENS
-from .train import is_kmer, not_a_model
+from .losses import is_kmer
+from .train import not_a_model
 
 CONTEXT_TOKENS = 96  # the real DNA each row starts from (576 bases), like the 594 bases the evaluation gives
 TEMPERATURES = (0.0, 0.9)  # greedy, and the sampling temperature the app's designs start from
