@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 from Bio.Seq import Seq
@@ -20,6 +21,7 @@ SITES = {"BsaI": "GGTCTC", "BsmBI": "CGTCTC", "EcoRI": "GAATTC"}
 
 def _violations(seq: str, c: DesignConstraints, prompt: str = "", mask: str | None = None) -> list[str]:
     """Every constraint `seq` breaks, checked directly on the bases (independently of the engine)."""
+    c = SimpleNamespace(**c.values())  # every field's value, off ones included
     found = []
     if c.protein and str(Seq(seq).translate(table=c.codon_table)) != c.protein:
         found.append("protein")

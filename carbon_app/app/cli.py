@@ -13,6 +13,7 @@ import sys
 
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
+from ..inference.constraints import FIELDS as CONSTRAINT_FIELDS
 from ..inference.spec import METHODS, OWN_RADIUS, parse_delta_radius
 
 
@@ -108,14 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float, default=1.0, help="nucleus over 6-mers (1 = off)")
     gen.add_argument("--seed", type=int, help="same seed, same output (default: random, reported)")
     gen.add_argument("--samples", type=int, default=1, help="number of sequences (default 1)")
-    gen.add_argument("--protein", help="a protein the designed bases must encode, from the first one (one-letter "
-                     "code, * = stop); sets --bases to 3 per residue")
-    gen.add_argument("--codon-table", type=int, default=1, help="NCBI codon table id (default 1, standard)")
-    gen.add_argument("--avoid", help="restriction enzymes (BsaI,BsmBI,EcoRI,...) or IUPAC motifs, comma-separated, "
-                     "kept out of the design on both strands and across the prompt junction")
-    gen.add_argument("--max-homopolymer", type=int, help="the longest run of one base allowed")
-    gen.add_argument("--gc", help="GC range of the designed bases, MIN:MAX in percent (e.g. 40:60)")
-    gen.add_argument("--gc-window", type=int, help="apply the GC range to every window of this many bases too")
+    for field in CONSTRAINT_FIELDS:  # each design constraint's own flags
+        gen.add_argument(field.flag, type=int if field.number else str, help=field.help)
     gen.add_argument("--flank", help="downstream DNA to score each design with (ranked by design + flank)")
 
     score = commands.add_parser("score", help="score a variant (or a whole sequence)")
@@ -183,8 +178,7 @@ def _generate(args) -> dict:
     request = DesignRequest.from_options(  # checked before the model loads
         args.prompt, args.bases, mask=args.mask, species=args.species, region=args.region,
         mode=args.mode, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        seed=args.seed, samples=args.samples, protein=args.protein, codon_table=args.codon_table, avoid=args.avoid,
-        max_homopolymer=args.max_homopolymer, gc=args.gc, gc_window=args.gc_window,
+        seed=args.seed, samples=args.samples, **{field.name: getattr(args, field.name) for field in CONSTRAINT_FIELDS},
     )
     bundle = _bundle(args)
     *_, result = run_design(bundle, request)

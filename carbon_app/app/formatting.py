@@ -67,11 +67,8 @@ def design_provenance(result) -> str:
              f"top-k {result.top_k or 'off'}", f"top-p {result.top_p:g}", f"seed {result.seed}",
              f"mask {'given' if result.mask else 'none'}", f"prompt {len(result.prompt):,} bases"]
     if result.constraints:
-        c = result.constraints
-        shown = {k: v for k, v in c.describe().items() if v not in (None, "", 0, [])}
-        shown.update(avoid=",".join(c.avoid) or None, gc=f"{100 * c.gc[0]:g}-{100 * c.gc[1]:g}%" if c.gc else None)
-        shown = {k: v for k, v in shown.items() if v is not None}
-        parts.append("constraints " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        shown = result.constraints.options().items()
+        parts.append("constraints " + ", ".join(f"{name}={text}" for name, text in shown))
     return "*Made with " + "; ".join(parts) + ".*"
 
 

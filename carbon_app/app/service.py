@@ -250,12 +250,7 @@ class Service:
                     f"top_k={result.top_k} top_p={result.top_p} seed={result.seed} mask={result.mask or 'none'} "
                     f"prompt_bases={len(result.prompt)}")
         if result.constraints:  # the constraints it was made under, as the command line takes them
-            c = result.constraints
-            settings += "".join([f" protein={c.protein} codon_table={c.codon_table}" if c.protein else "",
-                                 f" avoid={','.join(c.avoid)}" if c.avoid else "",
-                                 f" max_homopolymer={c.max_homopolymer}" if c.max_homopolymer else "",
-                                 f" gc={100 * c.gc[0]:g}:{100 * c.gc[1]:g}" if c.gc else "",
-                                 f" gc_window={c.gc_window}" if c.gc_window else ""])
+            settings += "".join(f" {name}={text}" for name, text in result.constraints.options().items())
 
         def fasta(records: list[tuple[str, str]]) -> str:
             return "".join(f">{name} {settings}\n" + "\n".join(seq[j : j + 60] for j in range(0, len(seq), 60))

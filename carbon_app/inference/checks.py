@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from Bio.Seq import Seq
 
 from ..core.dna import reverse_complement, satisfies
-from .constraints import DesignConstraints, resolve_site
 
 
 @dataclass
@@ -107,69 +106,6 @@ def report(seq: str, expected_length: int, mask: str | None = None, prompt: str 
     )
 
 
-@dataclass
-class ConstraintCheck:
-    """One design constraint checked on a finished design, named as DNA Chisel names its specifications."""
-
-    specification: str
-    passes: bool
-    detail: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-JUNCTION = 20  # prompt bases read with a design, so that a site across the junction is found
-
-
-def constraint_checks(design: str, constraints: DesignConstraints | None, prompt: str = "") -> list[ConstraintCheck]:
-    """PASS/FAIL of each constraint on `design` (after `prompt`): sites, homopolymers and GC through DNA Chisel's
-    own evaluations; the translation through Biopython (DNA Chisel enforces it during optimisation, it does
-    not evaluate it)."""
-    if constraints is None or not constraints.active or not design:
-        return []
-    from dnachisel import AvoidPattern, DnaOptimizationProblem, EnforceGCContent, Location
-
-    head = prompt[-JUNCTION:]
-    whole, inside = head + design, Location(len(head), len(head) + len(design))
-    checks: list[ConstraintCheck] = []
-    if constraints.protein:
-        usable = len(design) // 3 * 3
-        made = str(Seq(design[:usable]).translate(table=constraints.codon_table))
-        wrong = next((i for i, (a, b) in enumerate(zip(made, constraints.protein, strict=False)) if a != b), None)
-        ok = made == constraints.protein
-        first_wrong = wrong if wrong is not None else min(len(made), len(constraints.protein))
-        checks.append(ConstraintCheck(f"EnforceTranslation(table {constraints.codon_table})", ok,
-                                      "encodes the protein" if ok else f"residue {first_wrong + 1} differs"))
-    specs = [(f"AvoidPattern({resolve_site(name)[0]})", [AvoidPattern(resolve_site(name)[1])])
-             for name in constraints.avoid]
-    if constraints.max_homopolymer:
-        run = constraints.max_homopolymer + 1
-        specs.append((f"AvoidPattern(homopolymer > {constraints.max_homopolymer})",
-                      [AvoidPattern(f"{run}x{b}") for b in "ACGT"]))
-    if constraints.gc:
-        lo, hi = constraints.gc
-        window = constraints.gc_window or None
-        label = f"EnforceGCContent({100 * lo:.0f}-{100 * hi:.0f}%" + (f", {window} bp windows)" if window else ")")
-        specs.append((label, [EnforceGCContent(mini=lo, maxi=hi, window=window, location=inside)]))
-    problem = DnaOptimizationProblem(sequence=whole, constraints=[c for _, group in specs for c in group],
-                                     logger=None)
-    evaluations = iter(problem.constraints_evaluations())
-    for label, group in specs:
-        found = [next(evaluations) for _ in group]
-        # where it fails, in design coordinates (from 0 or below: across the junction); a site that lies
-        # wholly inside the prompt is the prompt's, not the design's
-        spans = sorted({(loc.start - len(head) + 1, loc.end - len(head)) for e in found if not e.passes
-                        for loc in (e.locations or []) if loc.end > len(head)})
-        failed = bool(spans) or any(not e.passes and not e.locations for e in found)
-        verb = "out of range at" if label.startswith("EnforceGC") else "found at"
-        shown = [f"{a}-{b}" if a >= 1 else f"{a} to {b} (across the junction)" for a, b in spans[:5]]
-        detail = (f"{verb} " + ", ".join(shown) + (" …" if len(spans) > 5 else "")
-                  if spans else ("fails" if failed else "passes"))
-        checks.append(ConstraintCheck(label, not failed, detail))
-    return checks
-
-
 def design_likelihoods(bundle, result, flank: str = "") -> list[dict]:
     """Each design's log-likelihood under the model that made it (natural log, after its prompt and tags),
     with a downstream `flank` appended too when given (how a causal model sees the insert's far
@@ -204,7 +140,8 @@ def design_reports(bundle, result, flank: str = "") -> list[dict]:
     out = []
     for seq, likelihood in zip(result.sequences, likelihoods, strict=True):
         row = report(seq, result.n_bases, result.mask, result.prompt).to_dict()
-        row["constraints"] = [c.to_dict() for c in constraint_checks(seq, result.constraints, result.prompt)]
+        checks = result.constraints.checks(seq, result.prompt) if result.constraints else []
+        row["constraints"] = [check.to_dict() for check in checks]
         row.update(likelihood)
         out.append(row)
     return out

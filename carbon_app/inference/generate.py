@@ -41,7 +41,6 @@ from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprob
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
 
 
-
 @dataclass
 class GenerationPlan:
     """Everything fixed before the first forward pass."""
@@ -357,9 +356,9 @@ def generate(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, 
     samples, draft (a paired draft model for speculative decoding: greedy output
     is the target's own, sampling keeps the target's distribution; the target
     finishes alone where the draft does not pay, unless draft_always), and design
-    constraints enforced while sampling: protein (with codon_table), avoid (enzyme
-    names or IUPAC motifs), max_homopolymer, gc ("40:60") and gc_window, or a
-    `DesignConstraints` as constraints. Returns the new bases only, with the exact
+    constraints enforced while sampling, by their fields (`constraints.FIELDS`:
+    protein with codon_table, avoid (enzyme names or IUPAC motifs), max_homopolymer,
+    gc ("40:60") and gc_window), or a `DesignConstraints` as constraints. Returns the new bases only, with the exact
     prompt text and ids.
     """
     *_, final = generate_stream(bundle, prompt, n_bases, **options)

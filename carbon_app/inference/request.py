@@ -31,8 +31,8 @@ def _blank(value) -> bool:
 class DesignRequest:
     """One design, every field checked and of the type it says.
 
-    `n_bases` is what is made: given, or set by the mask's length or by the protein (3 bases a residue),
-    which must then agree with it. `seed` is always a number: a request without one draws it, and the
+    `n_bases` is what is made: given, or set by the mask's length or by a constraint (a protein: 3 bases
+    a residue), which must then agree with it. `seed` is always a number: a request without one draws it, and the
     result reports it, so the same request can be made again."""
 
     n_bases: int
@@ -63,28 +63,23 @@ class DesignRequest:
         samples=1,
         draft_always: bool = False,
         constraints: DesignConstraints | None = None,
-        protein: str | None = None,
-        codon_table=1,
-        avoid: str | list[str] | None = None,
-        max_homopolymer=None,
-        gc: str | tuple[float, float] | None = None,
-        gc_window=None,
+        **constraint_fields,
     ) -> DesignRequest:
-        """A request from the fields as any face sends them (see `generate.generate` for what each means)."""
+        """A request from the fields as any face sends them (see `generate.generate` for what each means);
+        `constraint_fields` are the design constraints' (`constraints.FIELDS`), or `constraints` gives them."""
         sampling = SamplingParams.checked(mode, temperature, top_k, top_p)
         samples = whole_number(samples, "the number of samples", 1, MAX_SAMPLES)
         seed = secrets.randbelow(2**31) if _blank(seed) else whole_number(seed, "the seed", 0, MAX_SEED)
         if constraints is None:
-            constraints = DesignConstraints.from_options(protein, codon_table, avoid, max_homopolymer, gc, gc_window)
+            constraints = DesignConstraints.from_options(**constraint_fields)
         constraints = constraints if constraints.active else None
         prompt = "" if _blank(prompt) else clean_sequence(prompt, what="prompt")
         n_bases = None if _blank(n_bases) else whole_number(n_bases, "the number of bases", 1)
-        if constraints and constraints.protein:
-            coding_bases = 3 * len(constraints.protein)
-            if n_bases is not None and n_bases != coding_bases:
-                raise InputError(f"the protein has {len(constraints.protein):,} residues, {coding_bases:,} bases, "
-                                 f"but {n_bases:,} bases were asked for")
-            n_bases = coding_bases
+        fixed = constraints.fixed_length() if constraints else None
+        if fixed:
+            if n_bases is not None and n_bases != fixed[0]:
+                raise InputError(f"{fixed[1]}, but {n_bases:,} bases were asked for")
+            n_bases = fixed[0]
         if _blank(mask):
             mask = None
         else:

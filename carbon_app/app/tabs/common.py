@@ -47,16 +47,18 @@ def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
     return text, upload
 
 
-def run_on_click(button: gr.Button, fn, inputs: list, outputs: list, api_name: str, progress_on=None):
+def run_on_click(button: gr.Button, fn, inputs: list, outputs: list, api_name: str, progress_on=None,
+                 by_name: dict | None = None):
     """Clear the outputs the moment the button is pressed, then run `fn`: an error never sits beside an
     earlier run's results, and a new result never beside an old one. The progress bar covers `progress_on`
     (default: every output), so a result streamed early stays readable while the rest is computed.
     A press while the last run still streams (a design's logo, a variant's ranking, after its result is
-    shown) is kept: it runs once that one ends, rather than being dropped as Gradio's default would."""
+    shown) is kept: it runs once that one ends, rather than being dropped as Gradio's default would.
+    `by_name` maps parameter names to inputs that `fn` takes as keyword arguments, after `inputs`."""
     cleared = button.click(lambda: [None] * len(outputs), None, outputs, queue=False, api_visibility="private",
                            trigger_mode="always_last")
     return cleared.then(fn, inputs, outputs, api_name=api_name, show_progress_on=progress_on,
-                        trigger_mode="always_last", **GPU)
+                        trigger_mode="always_last", inputs_kwargs=by_name, **GPU)
 
 
 @dataclass

@@ -7,6 +7,8 @@ import gradio as gr
 from ...core.dna import mask_from_template
 from ...core.validate import whole_number
 from ...errors import CarbonError, ModelError
+from ...inference.constraints import KINDS as CONSTRAINT_KINDS
+from ...inference.constraints import DesignConstraints, Field
 from ...inference.request import MAX_SAMPLES
 from .. import formatting as fmt
 from ..plots import confidence_figure, logo_figure
@@ -15,6 +17,34 @@ from .common import FREE, Page, fail, on_gpu, run_on_click, sequence_inputs
 
 #: the first 60 residues of Aequorea victoria GFP (UniProt P42212), for the constrained-design example
 GFP_FRAGMENT = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
+
+
+#: the tab's examples, by field name (the rest as the form leaves them); the last two are constrained
+EXAMPLES = [
+    dict(prompt="ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", n_bases=240, temperature=0.9, species="mammal",
+         region="protein_coding"),
+    dict(n_bases=120, mask="N" * 114 + "TAATAA", temperature=0.9, species="fungus", region="none"),
+    dict(prompt="TATAAAAGGCGCGCCACC", n_bases=90, mask="ATG" + "N" * 84 + "TGA", temperature=0.7, species="plant",
+         region="none"),
+    dict(prompt="GCCACC", n_bases=None, temperature=0.9, species="mammal", region="protein_coding",
+         protein=GFP_FRAGMENT, avoid="BsaI, BsmBI", max_homopolymer=5, gc="40:60"),
+    dict(n_bases=60, mask="N" * 10 + "TATAAA" + "N" * 25 + "GCCACCATGG" + "N" * 9, temperature=0.9,
+         species="mammal", region="none", avoid="EcoRI", max_homopolymer=5, gc="35:65"),
+]
+
+
+def constraint_input(field: Field) -> gr.Number | gr.Textbox:
+    """A constraint's field as the form shows it: a plain number or a line of text (no widget limits: the
+    request layer checks the value and names the field)."""
+    if field.number:
+        return gr.Number(label=field.label, value=field.default)
+    # a set value (even empty) makes the field optional for API clients
+    return gr.Textbox(label=field.label, value=field.default or "", placeholder=field.placeholder)
+
+
+def _blank(component):
+    """What an example leaves in a field it does not set: the field's value before the user types."""
+    return "" if component.value is None else component.value
 
 
 def mask_check(mask, n_bases) -> str:
@@ -57,18 +87,13 @@ def design_tab(page: Page) -> None:
                 run = gr.Button("Generate", variant="primary")
                 stop = gr.Button("Stop", variant="stop")
     with gr.Accordion("Design constraints (enforced while sampling)", open=False):
-        with gr.Row():
-            protein = gr.Textbox(label="Protein to encode (one-letter code; sets the length)", scale=3,
-                                 placeholder="MSKGEELFTGVVPILVELDGDVNGHKF…")
-            codon_table = gr.Number(label="Codon table (NCBI id)", value=1, scale=1)
-            avoid = gr.Textbox(label="Avoid sites (enzymes or IUPAC motifs)", scale=2,
-                               placeholder="BsaI, BsmBI, EcoRI, GCNNGC")
-        with gr.Row():
-            max_homopolymer = gr.Number(label="Longest homopolymer (0 = any)", value=0)
-            gc = gr.Textbox(label="GC range, % (MIN:MAX)", placeholder="40:60")
-            gc_window = gr.Number(label="…in every window of (bases; 0 = whole design)", value=0)
-            flank = gr.Textbox(label="Downstream flank (ranks designs with it)",
-                               placeholder="bases that follow the insert")
+        with gr.Row():  # each constraint's own fields, as it names them
+            constraint_fields = {}
+            for kind in CONSTRAINT_KINDS:
+                with gr.Column(min_width=260):
+                    constraint_fields.update({field.name: constraint_input(field) for field in kind.fields})
+        flank = gr.Textbox(label="Downstream flank (ranks designs with it)", value="",
+                           placeholder="bases that follow the insert")
     sequences_html = gr.HTML(label="Designs")
     status = gr.Markdown()
     with gr.Accordion("Designs as FASTA (to copy)", open=False):
@@ -81,33 +106,31 @@ def design_tab(page: Page) -> None:
     files = gr.File(label="Downloads (FASTA, JSON)", file_count="multiple")
     with gr.Accordion("Raw result (JSON)", open=False):
         design_json = gr.JSON()
-    gr.Examples(
-        [["ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", 240, "", 0.9, "mammal", "protein_coding", "", "", 0, ""],
-         ["", 120, "N" * 114 + "TAATAA", 0.9, "fungus", "none", "", "", 0, ""],
-         ["TATAAAAGGCGCGCCACC", 90, "ATG" + "N" * 84 + "TGA", 0.7, "plant", "none", "", "", 0, ""],
-         ["GCCACC", None, "", 0.9, "mammal", "protein_coding", GFP_FRAGMENT, "BsaI, BsmBI", 5, "40:60"],
-         ["", 60, "N" * 10 + "TATAAA" + "N" * 25 + "GCCACCATGG" + "N" * 9, 0.9, "mammal", "none", "",
-          "EcoRI", 5, "35:65"]],
-        inputs=[prompt, n_bases, mask, temperature, page.species, page.region, protein, avoid, max_homopolymer, gc],
-        label="Examples (the last two: a GFP fragment back-translated without BsaI/BsmBI sites, Golden "
-              "Gate ready; a template with fixed TATA and Kozak elements)")
+    example_inputs = {"prompt": prompt, "n_bases": n_bases, "mask": mask, "temperature": temperature,
+                      "species": page.species, "region": page.region, **constraint_fields}
+    gr.Examples([[example.get(name, _blank(component)) for name, component in example_inputs.items()]
+                 for example in EXAMPLES],
+                inputs=list(example_inputs.values()),
+                label="Examples (the last two: a GFP fragment back-translated without BsaI/BsmBI sites, Golden "
+                      "Gate ready; a template with fixed TATA and Kozak elements)")
 
     @on_gpu
     def design(model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
-               samples, speculative, protein=None, codon_table=1, avoid=None, max_homopolymer=0, gc=None,
-               gc_window=0, flank=None, progress=gr.Progress()):  # noqa: B008
-        # the constraint fields have defaults, so API clients written before them still work
+               samples, speculative, progress=gr.Progress(), **named):  # noqa: B008
+        # the constraints' fields and the flank come by name (each constraint names its own) and have
+        # defaults, so API clients written before them still work
+        flank = named.pop("flank", None)
         try:
+            constraints = DesignConstraints.from_options(**named)
             prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
             if flank:  # named before any work, not after the designs are made
                 Service.sequence(flank, None, "downstream flank", allow_empty=True)
             # numbers go on as the form sent them: the request layer checks every field and names it
             options = dict(mask=mask, species=species, region=region, mode=mode, temperature=temperature,
-                           top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8, protein=protein,
-                           codon_table=codon_table, avoid=avoid, max_homopolymer=max_homopolymer, gc=gc,
-                           gc_window=gc_window)
-            if protein and str(protein).strip():
-                n_bases = None  # the protein sets the length (3 bases a residue), as its field says
+                           top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8,
+                           constraints=constraints)
+            if constraints.fixed_length():
+                n_bases = None  # a constraint sets the length (a protein: 3 bases a residue), as its field says
             for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
                 progress(len(result.sequences[0]) / result.n_bases, desc="generating")
                 shown = {sequences_html: fmt.bases_html(result.prompt, result.fixed_bases, result.sequences,
@@ -138,9 +161,9 @@ def design_tab(page: Page) -> None:
             fail(exc)
 
     inputs = [*page.choices, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed, samples,
-              speculative, protein, codon_table, avoid, max_homopolymer, gc, gc_window, flank]
+              speculative]
     outputs = [sequences_html, confidence, checks, prompt_info, status, files, logo, fasta_copy, design_json]
-    running = run_on_click(run, design, inputs, outputs, "generate")
+    running = run_on_click(run, design, inputs, outputs, "generate", by_name={**constraint_fields, "flank": flank})
     # stops the design at its next streamed update and frees what it held (as closing the tab does)
     stop.click(None, None, None, cancels=[running], api_visibility="private")
     gr.on([mask.change, n_bases.change], mask_check, [mask, n_bases], mask_status, api_name="check_mask", queue=False)

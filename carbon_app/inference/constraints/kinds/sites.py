@@ -1,0 +1,80 @@
+"""Sites the design must not hold, on either strand, across the prompt junction too: restriction enzymes by
+name (Biopython's `Bio.Restriction`: EcoRI, BsaI, BsmBI, ...) or IUPAC motifs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ....core.dna import IUPAC, reverse_complement
+from ....errors import InputError
+from ..part import Constraint, ConstraintCheck, Field, Layout, MotifRule, Rule, chisel_check, motif_matrix
+
+
+def resolve_site(name: str) -> tuple[str, str]:
+    """(label, IUPAC site) for a restriction enzyme's name or an IUPAC motif."""
+    from Bio import Restriction
+
+    text = name.strip()
+    enzyme = Restriction.AllEnzymes.get(text) if text in Restriction.AllEnzymes.elements() else None
+    if enzyme is None:  # names are case-sensitive in REBASE; forgive the case of a unique match
+        matches = [e for e in Restriction.AllEnzymes.elements() if e.lower() == text.lower()]
+        enzyme = Restriction.AllEnzymes.get(matches[0]) if len(matches) == 1 else None
+    if enzyme is not None:
+        return f"{enzyme} ({enzyme.site})", str(enzyme.site)
+    code = text.upper()
+    if not code or any(c not in IUPAC for c in code):
+        raise InputError(f"'{name}' is neither a restriction enzyme Biopython knows (EcoRI, BsaI, BsmBI, ...) nor "
+                         "an IUPAC motif (A C G T and N R Y S W K M B D H V)")
+    return code, code
+
+
+@dataclass(frozen=True)
+class AvoidSites(Constraint):
+    avoid: tuple[str, ...]
+
+    fields = (Field("avoid", "Avoid sites (enzymes or IUPAC motifs)",
+                    "restriction enzymes (BsaI,BsmBI,EcoRI,...) or IUPAC motifs, comma-separated, kept out of the "
+                    "design on both strands and across the prompt junction", placeholder="BsaI, BsmBI, EcoRI, GCNNGC"),)
+    order = 20
+
+    @classmethod
+    def parse(cls, avoid=None) -> AvoidSites | None:
+        if isinstance(avoid, str):
+            avoid = avoid.replace(";", ",").replace(" ", ",").split(",")
+        sites = tuple(a.strip() for a in (avoid or ()) if a and a.strip())
+        for site in sites:
+            resolve_site(site)
+        return cls(sites) if sites else None
+
+    def options(self) -> dict[str, str]:
+        return {"avoid": ",".join(self.avoid)}
+
+    @classmethod
+    def values_off(cls) -> dict[str, object]:
+        return {"avoid": ()}
+
+    def label(self) -> str:
+        return "avoiding " + ", ".join(self.avoid)
+
+    def pieces(self) -> list[AvoidSites]:
+        return [AvoidSites((name,)) for name in self.avoid]
+
+    def motifs(self) -> list[str]:
+        """Each site and its reverse complement, as IUPAC codes."""
+        codes = []
+        for name in self.avoid:
+            site = resolve_site(name)[1]
+            codes += [code for code in dict.fromkeys([site, reverse_complement(site)]) if code not in codes]
+        return codes
+
+    def reach(self) -> int:
+        return max(len(code) for code in self.motifs())
+
+    def rule(self, layout: Layout) -> Rule:
+        return MotifRule(layout, [motif_matrix(code) for code in self.motifs()])
+
+    def checks(self, design: str, head: str) -> list[ConstraintCheck]:
+        from dnachisel import AvoidPattern
+
+        return [chisel_check(f"AvoidPattern({label})", [AvoidPattern(site)], design, head)
+                for label, site in map(resolve_site, self.avoid)]
