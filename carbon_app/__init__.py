@@ -39,7 +39,8 @@ load_model = load_bundle
 scan = scan_substitutions
 
 __all__ = [
-    "CarbonError", "InputError", "ModelError", "GenerationResult", "generate", "generate_stream", "run_design", "DesignRequest",
+    "CarbonError", "InputError", "ModelError", "GenerationResult", "generate", "generate_stream", "run_design",
+    "DesignRequest",
     "ModelBundle", "ModelManager", "load_bundle", "load_model", "SequenceScore", "Variant", "VariantScore",
     "score_sequence", "score_variant", "scan", "ScanResult", "SCHEMES", "TagScheme", "CarbonTokenizer", "DnaConfig",
     "CodingSequence", "Consequence", "VariantReport", "describe_variant", "Reference", "score_at", "describe_at",

@@ -28,10 +28,11 @@ MARKERS = {
     "gpu": "needs CUDA; skipped where there is none (CI never has a GPU)",
 }
 
-# Property tests: a few examples on every edit, many where CI runs them (CARBON_HYPOTHESIS=ci, or CI set).
+# Property tests: a few examples on every edit (the default tier, in CI too), many where CI runs them again
+# (CARBON_HYPOTHESIS=ci, with the integration tier).
 settings.register_profile("dev", max_examples=20, deadline=None)
 settings.register_profile("ci", max_examples=300, deadline=None)
-settings.load_profile(os.environ.get("CARBON_HYPOTHESIS") or ("ci" if os.environ.get("CI") else "dev"))
+settings.load_profile(os.environ.get("CARBON_HYPOTHESIS") or "dev")
 
 
 def pytest_configure(config):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from carbon_app.core.dna import IUPAC, satisfies
 from carbon_app.errors import InputError
@@ -14,22 +14,17 @@ from carbon_app.inference.generate import generate
 from carbon_app.inference.marginals import log_marginals
 
 
-def random_template(rng: random.Random, n: int) -> str:
-    codes = list(IUPAC) + [c.lower() for c in IUPAC]
-    return "".join(rng.choice(codes) for _ in range(n))
-
-
-def test_200_masked_generations_are_exact_and_satisfy_their_templates(compact):
-    rng = random.Random(7)
-    for i in range(200):
-        n = rng.randint(1, 40)
-        prompt = "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 20)))
-        template = random_template(rng, n)
-        out = generate(compact, prompt, n, mask=template, mode=rng.choice(["bp", "token"]),
-                       temperature=rng.choice([0.0, 0.7, 1.0, 1.5]), seed=i, samples=rng.randint(1, 3))
-        for seq in out.sequences:
-            assert len(seq) == n
-            assert satisfies(seq, template), (seq, template)
+@given(prompt=st.text("ACGT", max_size=20), template=st.text(list(IUPAC) + [c.lower() for c in IUPAC], min_size=1,
+                                                              max_size=40),
+       mode=st.sampled_from(["bp", "token"]), temperature=st.sampled_from([0.0, 0.7, 1.0, 1.5]),
+       seed=st.integers(0, 2**31), samples=st.integers(1, 3))
+def test_masked_generations_are_exact_and_satisfy_their_templates(compact, prompt, template, mode, temperature, seed,
+                                                                   samples):
+    n = len(template)
+    out = generate(compact, prompt, n, mask=template, mode=mode, temperature=temperature, seed=seed, samples=samples)
+    for seq in out.sequences:
+        assert len(seq) == n
+        assert satisfies(seq, template), (seq, template)
 
 
 def test_same_seed_same_output_and_greedy_repeats(carbon):
@@ -176,7 +171,8 @@ def test_a_request_is_checked_once_into_typed_values_and_the_engine_runs_only_th
     request = DesignRequest.from_options(" acgtacg ", "24.0", mask="", mode="token", temperature="0.7", top_k="5",
                                          top_p=0.95, seed="11", samples=2.0, max_homopolymer="", gc_window=None,
                                          species="")
-    assert (request.prompt, request.n_bases, request.mask, request.seed, request.samples) == ("ACGTACG", 24, None, 11, 2)
+    assert (request.prompt, request.n_bases, request.mask, request.seed, request.samples) == \
+        ("ACGTACG", 24, None, 11, 2)
     assert request.sampling == SamplingParams("token", 0.7, 5, 0.95) and request.constraints is None
     assert request.species is None
     with pytest.raises(dataclasses.FrozenInstanceError):

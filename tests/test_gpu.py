@@ -71,8 +71,8 @@ def test_decode_steps_never_make_the_host_wait_for_the_gpu(on_gpu, mode):
     GPU's: no step reads a GPU value back (torch's sync debug mode raises at any call that would wait),
     sampling, masks and the per-base marginals a design reports included."""
     from carbon_app.inference.generate import decode_kmers, plan_generation
-    from carbon_app.inference.request import DesignRequest
     from carbon_app.inference.marginals import log_marginals
+    from carbon_app.inference.request import DesignRequest
     from carbon_app.inference.sampling import SamplingParams, StepNoise
 
     plan = plan_generation(on_gpu, DesignRequest.from_options("ACGTTGCA", 120, mask="N" * 60 + "RYSWKM" * 10))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from carbon_app.errors import InputError
 from carbon_app.inference.generate import generate
@@ -21,43 +21,43 @@ def other_draft(tmp_path_factory):
     return load_bundle(str(write_model_dir(tmp_path_factory.mktemp("draft") / "d", seed=7)))
 
 
-def test_greedy_output_is_identical_with_masks_and_odd_lengths(compact, other_draft):
-    rng = random.Random(11)
-    for case in range(30):
-        n = rng.randint(61, 200)  # at least 10 tokens, so drafting runs (shorter runs use the target alone)
-        prompt = "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 25)))
-        mask = "".join(rng.choice("ACGTNNNNRYSW") for _ in range(n))
-        options = dict(mask=mask, temperature=0, mode=rng.choice(["bp", "token"]), samples=rng.randint(1, 3))
-        alone = generate(compact, prompt, n, **options)
-        drafted = generate(compact, prompt, n, draft=other_draft if case % 3 else compact, **options)
-        assert drafted.sequences == alone.sequences
-        assert drafted.speculative.proposed >= drafted.speculative.accepted
+# at least 61 bases (10 tokens), so drafting runs (shorter runs use the target alone)
+@given(prompt=st.text("ACGT", max_size=25), mask=st.text(list("ACGTNNNNRYSW"), min_size=61, max_size=200),
+       mode=st.sampled_from(["bp", "token"]), samples=st.integers(1, 3), agreeing_draft=st.booleans())
+def test_greedy_output_is_identical_with_masks_and_odd_lengths(compact, other_draft, prompt, mask, mode, samples,
+                                                               agreeing_draft):
+    options = dict(mask=mask, temperature=0, mode=mode, samples=samples)
+    alone = generate(compact, prompt, len(mask), **options)
+    drafted = generate(compact, prompt, len(mask), draft=compact if agreeing_draft else other_draft, **options)
+    assert drafted.sequences == alone.sequences
+    assert drafted.speculative.proposed >= drafted.speculative.accepted
 
 
-def test_sampling_with_a_draft_makes_the_targets_own_designs_for_a_seed(compact, other_draft, monkeypatch):
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # each example patches in its own context
+@given(mask=st.text(list("ACGTNNNNNNNNRY"), min_size=61, max_size=240), temperature=st.sampled_from([0.7, 1.0, 1.5]),
+       top_k=st.sampled_from([0, 50]), top_p=st.sampled_from([1.0, 0.9]), mode=st.sampled_from(["bp", "token"]),
+       samples=st.integers(1, 4), seed=st.integers(0, 2**40))
+def test_sampling_with_a_draft_makes_the_targets_own_designs_for_a_seed(compact, other_draft, monkeypatch, mask,
+                                                                        temperature, top_k, top_p, mode, samples, seed):
     """Same seed, same designs, with or without the draft and whatever the timing decided:
     drafted throughout, falling back at once, or re-measuring the target every round."""
     from carbon_app.inference import speculative
 
-    rng = random.Random(5)
-    for _ in range(12):
-        n = rng.randint(61, 240)
-        mask = "".join(rng.choice("ACGTNNNNNNNNRY") for _ in range(n))
-        options = dict(mask=mask, temperature=rng.choice([0.7, 1.0, 1.5]), top_k=rng.choice([0, 50]),
-                       top_p=rng.choice([1.0, 0.9]), mode=rng.choice(["bp", "token"]), samples=rng.randint(1, 4),
-                       seed=rng.randrange(2**40))
-        alone = generate(compact, "ACGTACGGT", n, **options)
-        assert generate(compact, "ACGTACGGT", n, draft=other_draft, draft_always=True, **options).sequences \
-            == alone.sequences
-        with monkeypatch.context() as patch:
-            patch.setattr(speculative, "FALLBACK_MARGIN", 1e6)  # judged not to pay after two rounds
-            dropped = generate(compact, "ACGTACGGT", n, draft=other_draft, **options)
-        assert dropped.sequences == alone.sequences and dropped.speculative.fallback_reason
-        with monkeypatch.context() as patch:
-            patch.setattr(speculative, "FALLBACK_MARGIN", 1e-6)
-            patch.setattr(speculative, "PROBE_EVERY", 1)
-            probed = generate(compact, "ACGTACGGT", n, draft=other_draft, **options)
-        assert probed.sequences == alone.sequences
+    n = len(mask)
+    options = dict(mask=mask, temperature=temperature, top_k=top_k, top_p=top_p, mode=mode, samples=samples,
+                   seed=seed)
+    alone = generate(compact, "ACGTACGGT", n, **options)
+    assert generate(compact, "ACGTACGGT", n, draft=other_draft, draft_always=True, **options).sequences \
+        == alone.sequences
+    with monkeypatch.context() as patch:
+        patch.setattr(speculative, "FALLBACK_MARGIN", 1e6)  # judged not to pay after two rounds
+        dropped = generate(compact, "ACGTACGGT", n, draft=other_draft, **options)
+    assert dropped.sequences == alone.sequences and dropped.speculative.fallback_reason
+    with monkeypatch.context() as patch:
+        patch.setattr(speculative, "FALLBACK_MARGIN", 1e-6)
+        patch.setattr(speculative, "PROBE_EVERY", 1)
+        probed = generate(compact, "ACGTACGGT", n, draft=other_draft, **options)
+    assert probed.sequences == alone.sequences
 
 
 def test_a_perfect_draft_is_always_accepted(compact):

@@ -558,8 +558,8 @@ def test_splice_sites_are_told_donor_or_acceptor_by_their_marked_letters_on_eith
 
 
 def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
-    from carbon_app.training.train import TrainConfig, build_model
     from carbon_app.training.losses import kmer_losses
+    from carbon_app.training.train import TrainConfig, build_model
 
     cfg = TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
     student, teacher = build_model(cfg, 4124, 0), build_model(replace(cfg, seed=1), 4124, 0)
@@ -587,8 +587,8 @@ def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
 
 
 def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():
-    from carbon_app.training.train import TrainConfig, build_model, validation_losses
     from carbon_app.training.losses import kmer_losses
+    from carbon_app.training.train import TrainConfig, build_model, validation_losses
 
     model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0).eval()
     rows = torch.randint(20, 20 + 4096, (7, 12), generator=torch.Generator().manual_seed(3))
@@ -609,8 +609,8 @@ LOSS_VALUES = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0
 
 
 def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
-    from carbon_app.training.train import TrainConfig
     from carbon_app.training.losses import ADDED_TERMS, Losses, step_loss
+    from carbon_app.training.train import TrainConfig
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
@@ -634,8 +634,8 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
     """--protect: where the rest of the loss pulls against the data's, the step's gradient still descends
     the data's loss as the data's own gradient would (their dot product is the data gradient's squared norm);
     where nothing conflicts, it is the plain gradient of the loss. Through a compiled decoder too."""
-    from carbon_app.training.train import TrainConfig, build_model
     from carbon_app.training.losses import kept_gradient, kmer_losses, protect_gradient
+    from carbon_app.training.train import TrainConfig, build_model
 
     rows = torch.randint(20, 20 + 4096, (3, 24), generator=torch.Generator().manual_seed(4))
     model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0)
@@ -669,8 +669,8 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
 
 
 def test_what_protect_keeps_is_the_data_and_the_teachers_kl_terms_as_the_loss_counts_them():
-    from carbon_app.training.train import TrainConfig
     from carbon_app.training.losses import ADDED_TERMS, KEPT_TERMS, Losses, part_loss, step_loss
+    from carbon_app.training.train import TrainConfig
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
@@ -1091,8 +1091,8 @@ def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_r
 @pytest.mark.integration
 def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     """`TrainConfig.compile` fuses kernels in place; the numbers and parameter names stay the eager ones."""
-    from carbon_app.training.train import TrainConfig, build_model
     from carbon_app.training.losses import kmer_losses
+    from carbon_app.training.train import TrainConfig, build_model
 
     cfg = TrainConfig(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128)
     rows = torch.randint(20, 20 + 4096, (3, 40), generator=torch.Generator().manual_seed(0))
@@ -1151,8 +1151,8 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert commands[2].endswith(f"--name stop --init {probe} --steps 465 --lr 0.0006 --warmup 20 --fns-from 0 "
                                 "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
     assert commands[3] == (f"python -m carbon_app.training.train --preset target --name kept --init {stop} "
-                           f"--teacher {stop} --seed 1 --steps 300 --lr 0.0006 --fns-from 0 --splice-contrast-weight 0.5 "
-                           "--distill-weight 0.5")
+                           f"--teacher {stop} --seed 1 --steps 300 --lr 0.0006 --fns-from 0 "
+                           "--splice-contrast-weight 0.5 --distill-weight 0.5")
     assert commands[-1].endswith(f"--teacher {kept} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
     assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
     # a target kept near the installed model it continued: once installed over, that model is the run before it
@@ -1270,7 +1270,8 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
         measured = json.loads((installed / "eval.json").read_text())
         wanted = {k: v for k, v in json.loads(json.dumps(results)).items() if role == "target" or k != "quality"}
         assert measured == wanted
-        assert (load_bundle(str(installed)).card.quality is None) == (role == "draft")  # the draft's scores: not measured
+        # the draft's scores: not measured
+        assert (load_bundle(str(installed)).card.quality is None) == (role == "draft")
         assert json.loads((installed / "carbon_role.json").read_text())["role"] == role
         assert "stop-gain" in (installed / "README.md").read_text()
         assert load_bundle(str(installed)).tokenizer.kmer_start_id == load_bundle(str(target)).tokenizer.kmer_start_id
