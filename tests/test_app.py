@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -157,76 +158,95 @@ def _design_at_width(playwright, server: str, width: int, height: int, bases: in
 
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_a_person_in_a_browser_can_use_every_tab(server, tmp_path):
+def test_a_person_in_a_browser_can_use_every_tab(server, server_out, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser, page = _design_at_width(p, server, 1400, 1800, 90)
-        page.get_by_text("design 1").first.wait_for()
-        page.get_by_text("bases/s").first.wait_for()
-        block = page.locator(".carbon-seq").first.inner_text()
-        assert [line.split()[0] for line in block.splitlines()[1:]] == ["1", "61"]  # numbered lines of 60
-        assert page.get_by_role("button", name="Copy").count() >= 1 or page.locator("button[aria-label*='opy']").count()
-        page.screenshot(path=str(tmp_path / "design.png"), full_page=True)
-        page.get_by_text("Design constraints (enforced while sampling)").click()
-        page.get_by_label("Protein to encode (one-letter code; sets the length)", exact=True).fill("MSKGEELFTGVV")
-        page.get_by_label("Avoid sites (enzymes or IUPAC motifs)", exact=True).fill("BsaI, BsmBI")
-        page.get_by_role("button", name="Generate").click()
-        page.get_by_text("all 3 PASS").first.wait_for()
-        page.screenshot(path=str(tmp_path / "design_constrained.png"), full_page=True)
-
-        page.get_by_role("tab", name="Variant").click()
-        variant_box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
-        variant_box.fill(HBB["variants"][0]["variant"])
-        page.get_by_label("Reference sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence())
-        page.get_by_label("Context (bases either side, 0 = off)", exact=True).first.fill("3")
-        page.get_by_role("button", name="Score variant").click()
-        page.get_by_text("delta = LL(alt)").first.wait_for()
-        page.get_by_text("possible substitutions within 3 bases").first.wait_for()
-        # read, by default, in the setup the model's figures were measured with (its window, strands, method
-        # and radius), and both the score's line and the note beside it say so
-        quality = json.loads((REPO / "assets" / "models" / "carbon-demo" / "eval.json").read_text())["quality"]
-        method, radius = METHOD_WORDS[quality["method"]], delta_radius_words(quality.get("delta_radius"))
-        page.get_by_text(f"Read in {quality['window']:,}-base windows, 6 tokenization frames, both strands, with "
-                         f"the {method}, {radius}.").first.wait_for()
-        reading = method if quality.get("delta_radius") is None else f"{method}, each delta {radius}"
-        page.get_by_text(f"1,200-base windows with the {reading} (as here): stop-gain vs synonymous AUROC "
-                         f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for()
-        page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
-        variant_box.fill("1206:G>A")
-        page.get_by_role("button", name="Score variant").click()
-        page.get_by_text("has 'A' at position 1206").first.wait_for()
-        assert page.get_by_text("delta = LL(alt)").count() == 0  # the earlier result is gone, not beside the error
-        page.screenshot(path=str(tmp_path / "variant_error.png"), full_page=True)
-
-        page.get_by_role("tab", name="Mutation scan").click()
-        page.get_by_label("Sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence()[1100:1400])
-        page.get_by_label("Region start (1-based)", exact=True).fill("80")
-        page.get_by_label("Region end", exact=True).fill("110")
-        page.get_by_role("button", name="Scan every substitution").click()
-        page.get_by_text("substitutions scored").first.wait_for()
-        assert not page.get_by_text("By consequence").is_visible()  # no coding sequence: no empty plot either
-        page.screenshot(path=str(tmp_path / "scan.png"), full_page=True)
-
-        page.get_by_role("tab", name="VCF batch").click()
-        page.locator("input[type=file][accept*='.vcf']").set_input_files(str(REPO / "assets" / "examples" / HBB["vcf"]))
-        page.get_by_label("Window (bases)", exact=True).first.fill("300")
-        page.get_by_role("button", name="Score VCF").click()
-        page.get_by_text("7 records, 8 ALT alleles: 7 scored").first.wait_for()
-        page.get_by_text("REF_mismatch").first.wait_for()
-        page.screenshot(path=str(tmp_path / "vcf.png"), full_page=True)
-
-        page.get_by_role("tab", name="Models").click()
-        page.get_by_text("drafts with").first.wait_for()
-        page.get_by_role("button", name="Load", exact=True).click()
-        page.get_by_text("Demo only").first.wait_for()  # the model card
-        page.screenshot(path=str(tmp_path / "models.png"), full_page=True)
+        with _evidence_on_failure(page, tmp_path, server_out):
+            _use_every_tab(page, tmp_path)
         browser.close()
     shot = REPO.parent / "screenshots"
     if os.environ.get("CARBON_KEEP_SCREENSHOTS"):
         shot.mkdir(exist_ok=True)
         for png in tmp_path.glob("*.png"):
             shutil.copy(png, shot / png.name)
+
+
+@contextlib.contextmanager
+def _evidence_on_failure(page, tmp_path, server_out):
+    """On a failure, the page as it was (a screenshot and its text) and the server log's end, in the report."""
+    try:
+        yield
+    except Exception:
+        shot = tmp_path / "failure.png"
+        page.screenshot(path=str(shot), full_page=True)
+        log = (server_out / "app.log").read_text()[-4000:]
+        print(f"screenshot: {shot}\n--- page text ---\n{page.inner_text('body')[:6000]}\n--- app.log ---\n{log}")
+        raise
+
+
+def _use_every_tab(page, tmp_path):
+    """Every tab as a person uses it, after a first design."""
+    page.get_by_text("design 1").first.wait_for()
+    page.get_by_text("bases/s").first.wait_for()
+    block = page.locator(".carbon-seq").first.inner_text()
+    assert [line.split()[0] for line in block.splitlines()[1:]] == ["1", "61"]  # numbered lines of 60
+    assert page.get_by_role("button", name="Copy").count() >= 1 or page.locator("button[aria-label*='opy']").count()
+    page.screenshot(path=str(tmp_path / "design.png"), full_page=True)
+    page.get_by_text("Design constraints (enforced while sampling)").click()
+    page.get_by_label("Protein to encode (one-letter code; sets the length)", exact=True).fill("MSKGEELFTGVV")
+    page.get_by_label("Avoid sites (enzymes or IUPAC motifs)", exact=True).fill("BsaI, BsmBI")
+    page.get_by_role("button", name="Generate").click()
+    page.get_by_text("all 3 PASS").first.wait_for()
+    page.screenshot(path=str(tmp_path / "design_constrained.png"), full_page=True)
+
+    page.get_by_role("tab", name="Variant").click()
+    variant_box = page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)
+    variant_box.fill(HBB["variants"][0]["variant"])
+    page.get_by_label("Reference sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence())
+    page.get_by_label("Context (bases either side, 0 = off)", exact=True).first.fill("3")
+    page.get_by_role("button", name="Score variant").click()
+    page.get_by_text("delta = LL(alt)").first.wait_for()
+    page.get_by_text("possible substitutions within 3 bases").first.wait_for()
+    # read, by default, in the setup the model's figures were measured with (its window, strands, method
+    # and radius), and both the score's line and the note beside it say so
+    quality = json.loads((REPO / "assets" / "models" / "carbon-demo" / "eval.json").read_text())["quality"]
+    method, radius = METHOD_WORDS[quality["method"]], delta_radius_words(quality.get("delta_radius"))
+    page.get_by_text(f"Read in {quality['window']:,}-base windows, 6 tokenization frames, both strands, with "
+                     f"the {method}, {radius}.").first.wait_for()
+    reading = method if quality.get("delta_radius") is None else f"{method}, each delta {radius}"
+    page.get_by_text(f"1,200-base windows with the {reading} (as here): stop-gain vs synonymous AUROC "
+                     f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for()
+    page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
+    variant_box.fill("1206:G>A")
+    page.get_by_role("button", name="Score variant").click()
+    page.get_by_text("has 'A' at position 1206").first.wait_for()
+    assert page.get_by_text("delta = LL(alt)").count() == 0  # the earlier result is gone, not beside the error
+    page.screenshot(path=str(tmp_path / "variant_error.png"), full_page=True)
+
+    page.get_by_role("tab", name="Mutation scan").click()
+    page.get_by_label("Sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence()[1100:1400])
+    page.get_by_label("Region start (1-based)", exact=True).fill("80")
+    page.get_by_label("Region end", exact=True).fill("110")
+    page.get_by_role("button", name="Scan every substitution").click()
+    page.get_by_text("substitutions scored").first.wait_for()
+    assert not page.get_by_text("By consequence").is_visible()  # no coding sequence: no empty plot either
+    page.screenshot(path=str(tmp_path / "scan.png"), full_page=True)
+
+    page.get_by_role("tab", name="VCF batch").click()
+    page.locator("input[type=file][accept*='.vcf']").set_input_files(str(REPO / "assets" / "examples" / HBB["vcf"]))
+    page.get_by_label("Window (bases)", exact=True).first.fill("300")
+    page.get_by_role("button", name="Score VCF").click()
+    page.get_by_text("7 records, 8 ALT alleles: 7 scored").first.wait_for()
+    page.get_by_text("REF_mismatch").first.wait_for()
+    page.screenshot(path=str(tmp_path / "vcf.png"), full_page=True)
+
+    page.get_by_role("tab", name="Models").click()
+    page.get_by_text("drafts with").first.wait_for()
+    page.get_by_role("button", name="Load", exact=True).click()
+    page.get_by_text("Demo only").first.wait_for()  # the model card
+    page.screenshot(path=str(tmp_path / "models.png"), full_page=True)
 
 
 @pytest.mark.browser
@@ -422,6 +442,41 @@ def test_a_client_that_disconnects_mid_stream_releases_its_request(server, clien
         process.kill()
         process.wait(timeout=30)
     assert _idle(client) and _stopped(client) == stopped + 1
+
+
+def _long_scan(client):
+    """A 2,000-position scan of HBB in both strands: minutes of work on this machine."""
+    return client.submit("carbon-demo", "none", "none", hbb_sequence(), None, 1, 2000, 600, "marginal", "", True,
+                         api_name="/scan")
+
+
+@pytest.mark.parametrize("drop", ["cancel", "disconnect"])
+def test_a_long_job_that_is_dropped_stops_within_seconds_and_frees_the_model(server, client, drop):
+    """A scan (one result, no stream) cancelled through the API, or whose client process dies (a closed tab):
+    it stops at its next pass of windows, not minutes later, and the next request runs at once."""
+    stopped = _stopped(client)
+    if drop == "cancel":
+        job = _long_scan(client)
+    else:
+        script = ("import time\nfrom gradio_client import Client\n"
+                  f"Client({server!r}, verbose=False).submit('carbon-demo', 'none', 'none', {hbb_sequence()!r}, None, "
+                  "1, 2000, 600, 'marginal', '', True, api_name='/scan')\ntime.sleep(600)\n")
+        process = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.time() + WAIT_S
+    while time.time() < deadline and not _running(client):
+        time.sleep(0.05)
+    time.sleep(2)  # well into the scan
+    dropped_at = time.time()
+    if drop == "cancel":
+        job.cancel()
+    else:
+        process.kill()
+        process.wait(timeout=30)
+    assert _idle(client, seconds=30), "the dropped scan still holds the model"
+    quick = client.predict("carbon-demo", "none", "none", "ATGGTGCA", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
+                           api_name="/generate")[-1]
+    assert quick["done"] and time.time() - dropped_at < 30  # not the scan's minutes
+    assert _stopped(client) == stopped + 1
 
 
 def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import gc
 import os
 import signal
 import threading
+import time
 from concurrent.futures import Future
 
 import pytest
@@ -136,3 +139,80 @@ def test_a_forked_process_gets_a_model_thread_of_its_own():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert model_thread.call(threading.get_ident) == before
+
+
+def _long_job(ran: list, steps: int = 400):
+    """A job of `steps` 10-ms batches with a checkpoint between them; `ran` counts the batches done."""
+    from carbon_app.core.stopping import checkpoint
+
+    for _ in range(steps):
+        checkpoint()
+        time.sleep(0.01)
+        ran.append(1)
+    return "finished"
+
+
+def test_a_cancelled_job_stops_at_its_next_checkpoint_and_frees_the_model_thread(monkeypatch):
+    monkeypatch.setattr(model_thread, "HEARTBEAT_S", 0.1)
+    ran: list = []
+    handler = model_thread.stops_when_dropped(on_model_thread(lambda: _long_job(ran)), heartbeat="tick")
+
+    async def cancel_after(seconds: float) -> list:
+        seen = []
+
+        async def consume():
+            async for update in handler():
+                seen.append(update)
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(seconds)
+        task.cancel()  # as Gradio cancels a request's task (the Stop button, the API's cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return seen
+
+    seen = asyncio.run(cancel_after(0.5))
+    asked_at = time.perf_counter()
+    assert model_thread.call(int, "1") == 1  # the model thread is free again ...
+    assert time.perf_counter() - asked_at < 1.0  # ... within a batch or two, not after the job's 4 s
+    assert 10 < len(ran) < 100 and "finished" not in seen and "tick" in seen  # heartbeats while it ran
+
+
+def test_a_stream_dropped_between_updates_stops_its_job_and_is_closed_on_the_model_thread(monkeypatch):
+    monkeypatch.setattr(model_thread, "HEARTBEAT_S", 0.1)
+    ran, closed = [], []
+
+    def stream():
+        try:
+            yield "first"
+            yield _long_job(ran)
+        finally:
+            closed.append(threading.get_ident())
+
+    handler = model_thread.stops_when_dropped(on_model_thread(stream), heartbeat="tick")
+
+    async def drop_after_heartbeats() -> list:
+        updates, seen = handler(), []
+        async for update in updates:  # as a closed tab's queue does: no more asking after a heartbeat
+            seen.append(update)
+            if seen.count("tick") == 3:
+                break
+        await updates.aclose()
+        return seen
+
+    assert asyncio.run(drop_after_heartbeats())[:2] == ["first", "tick"]
+    assert model_thread.call(int, "1") == 1
+    for _ in range(100):  # the close is handed to the model thread once the stopped step is out of it
+        if closed:
+            break
+        time.sleep(0.01)
+    assert closed == [model_thread.call(threading.get_ident)] and len(ran) < 100
+
+
+def test_a_job_that_is_not_dropped_runs_to_its_end():
+    ran: list = []
+    handler = model_thread.stops_when_dropped(on_model_thread(lambda: _long_job(ran, steps=5)), heartbeat="tick")
+
+    async def collect() -> list:
+        return [update async for update in handler()]
+
+    assert asyncio.run(collect())[-1] == "finished" and len(ran) == 5

@@ -5,6 +5,7 @@ event (tests/test_app.py) and the command line its own (tests/test_cli.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 
 import gradio as gr
@@ -25,7 +26,11 @@ def events(demo_manager, tmp_path_factory):
 
 def _call(events, api: str, *args):
     out = events[api](*args)
-    return list(out) if inspect.isgenerator(out) else out  # a streamed answer, to its end
+    if inspect.isasyncgen(out):  # a handler that runs a model: its updates, to the end
+        async def drain() -> list:
+            return [update async for update in out]
+        return asyncio.run(drain())
+    return list(out) if inspect.isgenerator(out) else out
 
 
 _DESIGN = dict(model="carbon-demo", species="none", region="none", prompt="ACGTAC", upload=None, n_bases=12, mask="",

@@ -13,6 +13,7 @@ script. Every call that touches a model therefore runs on this one thread
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import inspect
@@ -20,7 +21,9 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from ..core.stopping import Stopped, stoppable
 
 _NAME = "carbon-model"
 # re-entrant: a call made from a finalizer that runs while this thread starts the model thread must not wait
@@ -91,3 +94,56 @@ def on_model_thread(fn: Callable) -> Callable:
     def run(*args, **kwargs):
         return call(fn, *args, **kwargs)
     return run
+
+
+#: how often a job that is still running lets the page's queue see whether its tab is still open
+HEARTBEAT_S = 2.0
+_step_threads = ThreadPoolExecutor(thread_name_prefix="carbon-step")
+
+
+def stops_when_dropped(fn: Callable, heartbeat=None) -> Callable:
+    """`fn` (run on the model thread: `on_model_thread`) as an async generator that stops its job when the
+    request is dropped: a cancel (Gradio cancels the awaiting task) or a closed tab (the queue stops asking
+    for the next update; `heartbeat` is yielded every HEARTBEAT_S while a step runs so it gets the chance).
+    The job is told through `core.stopping` and stops at its next checkpoint, freeing the model thread
+    within a batch instead of running to its end for nobody. A plain function's one result is its last
+    update."""
+    streams = inspect.isgeneratorfunction(fn)
+
+    @functools.wraps(fn)
+    async def run(*args, **kwargs):
+        asked, lock, done = threading.Event(), threading.Lock(), object()
+        steps = fn(*args, **kwargs) if streams else None
+
+        def step():
+            with lock, stoppable(asked):
+                if steps is None:
+                    return fn(*args, **kwargs), True
+                item = next(steps, done)
+                return item, item is done
+
+        finished = False
+        try:
+            while not finished:
+                waiting = asyncio.wrap_future(_step_threads.submit(contextvars.copy_context().run, step))
+                while not waiting.done():
+                    await asyncio.wait({waiting}, timeout=HEARTBEAT_S)
+                    if not waiting.done():
+                        yield heartbeat
+                try:
+                    item, finished = waiting.result()
+                except Stopped:
+                    return
+                if item is not done:
+                    yield item
+        finally:
+            if not finished:
+                asked.set()
+                if steps is not None:  # closed once its running step has stopped, off the event loop
+                    _step_threads.submit(_close_after, lock, steps)
+    return run
+
+
+def _close_after(lock: threading.Lock, steps) -> None:
+    with lock:
+        steps.close()

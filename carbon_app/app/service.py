@@ -19,6 +19,7 @@ from ..assets import ASSETS
 from ..core.align import anchored, shared_ends
 from ..core.coding import CodingSequence, Consequence
 from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
+from ..core.stopping import Stopped
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..core.validate import whole_number
 from ..errors import InputError
@@ -31,6 +32,7 @@ from ..inference.generate import GenerationResult, run_design
 from ..inference.request import DesignRequest
 from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
+from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.card import CARBON_EVALUATION, measured_setup
 from ..model.hub import bundled_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
@@ -54,6 +56,7 @@ class AppConfig:
     output_dir: Path
     genomes: dict[str, Path] = field(default_factory=dict)
     max_vcf_alts: int = 5000
+    max_job_reads: int = 150_000  # windows one job may read (`ScoringSpec.reads`): the largest scan fits
     upload_limits: UploadLimits = field(default_factory=UploadLimits)
     retention: Retention = field(default_factory=Retention)  # how long result files are kept
 
@@ -67,7 +70,8 @@ class AppConfig:
         genomes = configured_references() or {DEMO_GENOME: ASSETS / "examples" / "hbb.fa"}
         max_alts = whole_number(os.environ.get("CARBON_VCF_MAX_ALTS", "5000"), "CARBON_VCF_MAX_ALTS", 1)
         expanded = whole_number(os.environ.get("CARBON_VCF_MAX_EXPANDED_MB", "64"), "CARBON_VCF_MAX_EXPANDED_MB", 1)
-        return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts,
+        reads = whole_number(os.environ.get("CARBON_MAX_JOB_READS", "150000"), "CARBON_MAX_JOB_READS", 1)
+        return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts, max_job_reads=reads,
                    upload_limits=UploadLimits(expanded_bytes=expanded * 2**20), retention=Retention.from_env())
 
 
@@ -96,6 +100,10 @@ class Service:
         try:
             with out_of_memory_as_error(what):
                 yield
+        except Stopped:  # asked to stop (a cancel, a closed tab) and stopped between batches
+            with self._running_lock:
+                self.stopped += 1
+            raise
         finally:
             with self._running_lock:
                 self.running -= 1
@@ -210,6 +218,17 @@ class Service:
             return read_fasta(text, what=what, choose=ONE_RECORD)
         return FastaRecord("pasted", "", clean_sequence(text, what=what))
 
+    def bounded(self, spec: ScoringSpec, what: str, alleles: int = 0, scanned: int = 0) -> ScoringSpec:
+        """`spec`, once the job it sets up (`ScoringSpec.reads`) is within this server's bound on one job."""
+        reads = spec.reads(alleles, scanned)
+        if reads > self.config.max_job_reads:
+            context = f" with a context of {spec.context:,} bases either side" if spec.context else ""
+            raise InputError(f"{what}{context} would read {reads:,} windows ({spec.frames} frames, "
+                             f"{'both strands' if spec.strand_average else 'one strand'}); this server runs at most "
+                             f"{self.config.max_job_reads:,} a job: ask for less (a smaller context, fewer "
+                             "positions or records), or use the command line, which has no bound")
+        return spec
+
     def result_folder(self) -> Path:
         """A new folder for one result's files (what the retention no longer keeps removed first)."""
         return new_result_folder(self.config.output_dir, self.config.retention)
@@ -291,8 +310,9 @@ class Service:
         if cds and cds.strip():
             coding = CodingSequence.parse(cds, clean_sequence(reference, what="reference sequence"))
         target = self.model(model)
+        spec = self.bounded(resolve_spec(target, context=context, **options), "this score", alleles=1)
         with self._request("this variant score"):
-            yield from describe_stages(target, reference, change, coding, context, progress, **options)
+            yield from describe_stages(target, reference, change, coding, spec.context, progress, spec)
 
     def score_at(self, model: str, genome: str, variant: str | None, cds: str | None = None, context=0,
                  progress=None, **options) -> tuple[GenomicScore, VariantReport]:
@@ -306,8 +326,9 @@ class Service:
         if not variant or not variant.strip():
             raise InputError(f"give the variant at {genome} coordinates, e.g. chr11:5227002:T>A")
         target = self.model(model)
+        spec = self.bounded(resolve_spec(target, context=context, **options), "this score", alleles=1)
         with self._request("this variant score"):
-            yield from describe_at_stages(target, reference, variant, cds, context, progress, **options)
+            yield from describe_at_stages(target, reference, variant, cds, spec.context, progress, spec)
 
     def score_vcf(self, model: str, genome: str, upload: str | None, progress=None, **options
                   ) -> tuple[VcfSummary, list[str], list[list]]:
@@ -327,11 +348,12 @@ class Service:
             raise InputError(f"the VCF holds {alts:,} ALT alleles; this server scores at most "
                              f"{self.config.max_vcf_alts:,} at a time (the command line, score-vcf, has no limit)")
         target = self.model(model)
+        spec = self.bounded(resolve_spec(target, **options), f"this VCF's {alts:,} ALT alleles", alleles=alts)
         folder = self.result_folder()
         stem = path.name.removesuffix(".gz").removesuffix(".vcf")
         vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
         with self._request("this VCF"):
-            summary = score_vcf(target, reference, path, vcf_out, tsv_out, progress=progress, **options)
+            summary = score_vcf(target, reference, path, vcf_out, tsv_out, spec=spec, progress=progress)
         rows = [line.split("\t") for line in tsv_out.read_text().splitlines()[1:]]
         return summary, [str(vcf_out), str(tsv_out)], rows
 
@@ -353,8 +375,12 @@ class Service:
         if cds and cds.strip():
             coding = CodingSequence.parse(cds, clean_sequence(sequence, what="sequence"))
         target = self.model(model)
+        progress = options.pop("progress", None)
+        first, last = whole_number(start, "the scan start", 1), whole_number(end, "the scan end", 1)
+        spec = self.bounded(resolve_spec(target, **options), f"this scan of {last - first + 1:,} positions",
+                            scanned=max(0, last - first + 1))
         with self._request("this scan"):
-            result = scan_substitutions(target, sequence, start, end, **options)
+            result = scan_substitutions(target, sequence, first, last, spec=spec, progress=progress)
         return result, scan_consequences(result, sequence, coding)
 
     def scan_file(self, scan: ScanResult, consequences: list[Consequence]) -> str:

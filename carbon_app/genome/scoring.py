@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core.coding import CodingSequence
 from ..core.dna import BASES
+from ..core.stopping import checkpoint
 from ..inference.annotate import VariantReport, describe_stages, describe_variant, last
 from ..inference.context import ScoreContext, checked_radius, rank_in
 from ..inference.scan import mean_substitution_deltas
@@ -128,6 +129,7 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
     outcomes = [Outcome() for _ in variants]
     substitutions: dict[str, list[int]] = defaultdict(list)  # contig -> indices of variants
     for i, var in enumerate(variants):
+        checkpoint()
         try:
             cut = cut_window(reference, var, span, extra=radius)
         except VariantProblem as exc:

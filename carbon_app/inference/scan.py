@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
+from ..core.stopping import checkpoint
 from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
@@ -183,6 +184,7 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
             groups.append([item])
     ll_ref, prompt_text, done = 0.0, "", 0
     for group in groups:
+        checkpoint()  # a pass of windows is the unit a stop waits for
         if progress:
             progress(done / len(ordered))
         asked = [(lo, hi, {p: (alternates or {}).get(p, BASES) for p, _ in wanted}) for (lo, hi), wanted in group]

@@ -67,6 +67,15 @@ class ScoringSpec:
     context: int = 0  # bases either side a delta is ranked among the substitutions there (0: not ranked)
     asked_window: int | None = None  # the window asked for, when the context could not hold it
 
+    def reads(self, alleles: int = 0, scanned: int = 0) -> int:
+        """Windows the model reads (one a frame and strand) for `alleles` alternate alleles, each with its
+        reference and, with a context, the 3 substitutions at each of the 2r + 1 positions around it, and
+        for a scan of `scanned` positions (3 substitutions each, and the reference): the work a job asks for,
+        before the windows it shares are counted once."""
+        around = 3 * (2 * self.context + 1) if self.context else 0
+        windows = alleles * (2 + around) + (3 * scanned + 1 if scanned else 0)
+        return windows * self.frames * (2 if self.strand_average else 1)
+
     def settings(self) -> dict:
         """The settings as plain values (JSON, VCF and TSV headers)."""
         return {key: value for key, value in asdict(self).items() if key != "prefix"}

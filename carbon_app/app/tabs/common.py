@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import inspect
 import json
 from dataclasses import dataclass, field
 
@@ -10,7 +11,7 @@ import gradio as gr
 
 from ...assets import ASSETS
 from .. import formatting as fmt
-from ..model_thread import on_model_thread
+from ..model_thread import on_model_thread, stops_when_dropped
 from ..service import Service
 
 GPU = dict(concurrency_id="gpu", concurrency_limit=1)  # one request on the model at a time, all tabs
@@ -20,16 +21,18 @@ SCORING = [(words, method) for method, words in fmt.METHOD_WORDS.items()]  # the
 try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
     import spaces
 
-    _zero_gpu = spaces.GPU
+    def _on_gpu(fn):
+        return spaces.GPU(on_model_thread(fn))
 except ImportError:
-    def _zero_gpu(fn):
-        return fn
+    def _on_gpu(fn):
+        # a cancelled or abandoned job stops at its next checkpoint; a heartbeat updates nothing
+        return stops_when_dropped(on_model_thread(fn), heartbeat=gr.skip())
 
 
 def on_gpu(fn):
-    """A handler that runs a model: on the model thread (`model_thread` says why) and, on a ZeroGPU Space,
-    inside spaces.GPU."""
-    return _zero_gpu(on_model_thread(fn))
+    """A handler that runs a model: on the model thread (`model_thread` says why), stopped when its request
+    is cancelled or its tab closed; on a ZeroGPU Space, inside spaces.GPU instead."""
+    return _on_gpu(fn)
 
 
 def fail(exc: Exception):
@@ -54,11 +57,22 @@ def run_on_click(button: gr.Button, fn, inputs: list, outputs: list, api_name: s
     (default: every output), so a result streamed early stays readable while the rest is computed.
     A press while the last run still streams (a design's logo, a variant's ranking, after its result is
     shown) is kept: it runs once that one ends, rather than being dropped as Gradio's default would.
-    `by_name` maps parameter names to inputs that `fn` takes as keyword arguments, after `inputs`."""
+    `by_name` maps parameter names to inputs that `fn` takes as keyword arguments (`**named`), after `inputs`;
+    the API shows each as a parameter a client may leave out."""
+    if by_name:
+        fn.__signature__ = _with_keywords(inspect.signature(fn), by_name)
     cleared = button.click(lambda: [None] * len(outputs), None, outputs, queue=False, api_visibility="private",
                            trigger_mode="always_last")
     return cleared.then(fn, inputs, outputs, api_name=api_name, show_progress_on=progress_on,
                         trigger_mode="always_last", inputs_kwargs=by_name, **GPU)
+
+
+def _with_keywords(signature: inspect.Signature, names) -> inspect.Signature:
+    """`signature` with its **named spelled out as keyword-only `names` defaulting to None (the form fields
+    themselves keep no value of their own: a set one overwrites what a person types as the field appears)."""
+    kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    named = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in names]
+    return signature.replace(parameters=[*kept, *named])
 
 
 @dataclass

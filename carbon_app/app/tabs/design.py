@@ -38,8 +38,7 @@ def constraint_input(field: Field) -> gr.Number | gr.Textbox:
     request layer checks the value and names the field)."""
     if field.number:
         return gr.Number(label=field.label, value=field.default)
-    # a set value (even empty) makes the field optional for API clients
-    return gr.Textbox(label=field.label, value=field.default or "", placeholder=field.placeholder)
+    return gr.Textbox(label=field.label, placeholder=field.placeholder)  # no value of its own: see run_on_click
 
 
 def _blank(component):
@@ -92,8 +91,7 @@ def design_tab(page: Page) -> None:
             for kind in CONSTRAINT_KINDS:
                 with gr.Column(min_width=260):
                     constraint_fields.update({field.name: constraint_input(field) for field in kind.fields})
-        flank = gr.Textbox(label="Downstream flank (ranks designs with it)", value="",
-                           placeholder="bases that follow the insert")
+        flank = gr.Textbox(label="Downstream flank (ranks designs with it)", placeholder="bases that follow the insert")
     sequences_html = gr.HTML(label="Designs")
     status = gr.Markdown()
     with gr.Accordion("Designs as FASTA (to copy)", open=False):
