@@ -358,8 +358,8 @@ def generate(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, 
     finishes alone where the draft does not pay, unless draft_always), and design
     constraints enforced while sampling, by their fields (`constraints.FIELDS`:
     protein with codon_table, avoid (enzyme names or IUPAC motifs), max_homopolymer,
-    gc ("40:60") and gc_window), or a `DesignConstraints` as constraints. Returns the new bases only, with the exact
-    prompt text and ids.
+    gc ("40:60") and gc_window), or a `DesignConstraints` as constraints. Returns
+    the new bases only, with the exact prompt text and ids.
     """
     *_, final = generate_stream(bundle, prompt, n_bases, **options)
     return final

@@ -32,8 +32,8 @@ class DesignRequest:
     """One design, every field checked and of the type it says.
 
     `n_bases` is what is made: given, or set by the mask's length or by a constraint (a protein: 3 bases
-    a residue), which must then agree with it. `seed` is always a number: a request without one draws it, and the
-    result reports it, so the same request can be made again."""
+    a residue), which must then agree with it. `seed` is always a number: a request without one draws it,
+    and the result reports it, so the same request can be made again."""
 
     n_bases: int
     seed: int

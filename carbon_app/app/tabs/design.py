@@ -41,7 +41,7 @@ def constraint_input(field: Field) -> gr.Number | gr.Textbox:
     return gr.Textbox(label=field.label, placeholder=field.placeholder)  # no value of its own: see run_on_click
 
 
-def _blank(component):
+def _value_before_typing(component):
     """What an example leaves in a field it does not set: the field's value before the user types."""
     return "" if component.value is None else component.value
 
@@ -106,7 +106,7 @@ def design_tab(page: Page) -> None:
         design_json = gr.JSON()
     example_inputs = {"prompt": prompt, "n_bases": n_bases, "mask": mask, "temperature": temperature,
                       "species": page.species, "region": page.region, **constraint_fields}
-    gr.Examples([[example.get(name, _blank(component)) for name, component in example_inputs.items()]
+    gr.Examples([[example.get(name, _value_before_typing(component)) for name, component in example_inputs.items()]
                  for example in EXAMPLES],
                 inputs=list(example_inputs.values()),
                 label="Examples (the last two: a GFP fragment back-translated without BsaI/BsmBI sites, Golden "

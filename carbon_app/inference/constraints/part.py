@@ -84,12 +84,15 @@ class Layout:
         """[n_bases, 4] what the mask allows at each design base."""
         return self.static[self.start : self.start + self.n_bases]
 
+    def base_gc(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per design base, as the mask allows it: (must be G or C, may be G or C), [n_bases] bool each."""
+        design = self.design_static
+        return ~design[:, ~GC_BASES].any(1), design[:, GC_BASES].any(1)
+
     def remaining_gc(self) -> tuple[np.ndarray, np.ndarray]:
         """(least, most) GC the design bases from d onwards can hold, for d = 0..n_bases: each base by
         what the mask allows, except where a part's `gc_spans` bounds a span of them together (a codon)."""
-        design = self.design_static
-        per_lo = (~design[:, ~GC_BASES].any(1)).astype(int)  # only G or C allowed
-        per_hi = design[:, GC_BASES].any(1).astype(int)
+        per_lo, per_hi = (gc.astype(int) for gc in self.base_gc())
         for begin, end, least, most in self.gc_spans:
             per_lo[begin:end], per_hi[begin:end] = 0, 0
             per_lo[begin], per_hi[begin] = least, most

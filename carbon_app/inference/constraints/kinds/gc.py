@@ -13,7 +13,7 @@ import numpy as np
 
 from ....core.validate import whole_number
 from ....errors import InputError
-from ..part import GC_BASES, Constraint, ConstraintCheck, Field, Layout, Rule, Token, chisel_check
+from ..part import Constraint, ConstraintCheck, Field, Layout, Rule, Token, chisel_check
 
 
 def gc_range(gc) -> tuple[float, float] | None:
@@ -96,8 +96,7 @@ class GCRule(Rule):
         self.bounds = count_bounds(*constraint.gc, layout.n_bases)
         self.window_bounds = count_bounds(*constraint.gc, self.window) if self.window else None
         self.rest = layout.remaining_gc()
-        design = layout.design_static
-        must, can = ~design[:, ~GC_BASES].any(1), design[:, GC_BASES].any(1)  # only G or C / G or C allowed
+        must, can = layout.base_gc()
         self.window_rest = np.concatenate([[0], np.cumsum(must)]), np.concatenate([[0], np.cumsum(can)])
 
     def allowed(self, token: Token) -> np.ndarray:

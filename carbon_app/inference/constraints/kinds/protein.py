@@ -8,6 +8,7 @@ the design's length (3 bases a residue), and bounds the GC each codon can hold (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from Bio.Seq import Seq
@@ -68,6 +69,7 @@ class EncodeProtein(Constraint):
         bases = 3 * len(self.protein)
         return bases, f"the protein has {len(self.protein):,} residues, {bases:,} bases"
 
+    @cached_property  # the rule and the GC look-ahead both read them
     def codons(self) -> list[np.ndarray]:
         """Per residue, [4, 4, 4] bool: the codons that encode it."""
         from Bio.Data.CodonTable import unambiguous_dna_by_id
@@ -87,7 +89,7 @@ class EncodeProtein(Constraint):
     def gc_spans(self, layout: Layout) -> list[tuple[int, int, int, int]]:
         """Each whole codon's least and most GC among its codons that the mask allows."""
         spans, static = [], layout.design_static
-        for i, allowed in enumerate(self.codons()):
+        for i, allowed in enumerate(self.codons):
             if 3 * i + 3 > layout.n_bases:
                 break
             rows = static[3 * i : 3 * i + 3]
@@ -98,7 +100,7 @@ class EncodeProtein(Constraint):
         return spans
 
     def rule(self, layout: Layout) -> Rule:
-        return CodonRule(layout, self.codons())
+        return CodonRule(layout, self.codons)
 
     def checks(self, design: str, head: str) -> list[ConstraintCheck]:
         """The translation through Biopython (DNA Chisel enforces it during optimisation, it does not evaluate it)."""

@@ -4,12 +4,14 @@ name (Biopython's `Bio.Restriction`: EcoRI, BsaI, BsmBI, ...) or IUPAC motifs.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from ....core.dna import IUPAC, reverse_complement
 from ....errors import InputError
 from ..part import Constraint, ConstraintCheck, Field, Layout, MotifRule, Rule, chisel_check, motif_matrix
 
 
+@cache  # looked up by parsing, the rule, the reach and the report alike
 def resolve_site(name: str) -> tuple[str, str]:
     """(label, IUPAC site) for a restriction enzyme's name or an IUPAC motif."""
     from Bio import Restriction
