@@ -50,6 +50,7 @@ def _served_like_the_engine(tmp_path, tokenizer_dir, shape: str, device: str, dt
         client = Client(url, verbose=False)
         _, _, status = client.predict(api_name="/models")
         name, loaded = status["configured"][0], status["loaded"][0]
+        assert name == model_dir.name and str(tmp_path) not in repr(status)  # by its name, never the server's path
         assert loaded["device"].startswith(device) and loaded["dtype"] == str(dtype).replace("torch.", "")
         engine = ModelManager(device=device).get(str(model_dir))
         assert loaded["parameters"] == sum(p.numel() for p in engine.model.parameters())

@@ -15,6 +15,8 @@ from carbon_app.model.bundle import load_bundle
 from carbon_app.model.hub import draft_for
 from carbon_app.model.manager import ModelManager
 
+from .conftest import REPO
+
 
 def test_cached_and_loaded_once_under_concurrent_requests(compact_model_dir):
     manager = ModelManager(device="cpu")
@@ -118,3 +120,31 @@ def test_remote_code_tokenizer_config_falls_back_to_the_stock_bpe(carbon_model_d
     bundle = load_bundle(str(remote))
     assert bundle.tokenizer.encode("<mammalian_species><dna>AAAAAA") == [
         13748, 8666, 10480, 74130, 29, 151669, 151672]
+
+
+def test_a_local_model_directory_is_served_by_its_name_and_its_path_never_reaches_a_client(tmp_path, monkeypatch):
+    """CARBON_MODELS with a NAME=PATH entry and a bare path: the page, /models and every result name the
+    model by the name; each lookup of the name finds the directory."""
+    from carbon_app.app.gradio_app import build_app
+    from carbon_app.app.service import AppConfig
+    from carbon_app.model.hub import configured_models, default_model_name, resolve_model_dir
+
+    lab = tmp_path / "srv" / "weights-v2"
+    shutil.copytree(REPO / "assets" / "models" / "carbon-demo", lab)
+    bare = tmp_path / "srv" / "carbon-copy"
+    shutil.copytree(REPO / "assets" / "models" / "carbon-demo", bare)
+    monkeypatch.setenv("CARBON_MODELS", f"lab-demo={lab}, {bare}, carbon-demo-draft")
+    monkeypatch.setenv("CARBON_MODEL", str(bare))
+    assert configured_models() == {"lab-demo": str(lab), "carbon-copy": str(bare),
+                                   "carbon-demo-draft": "carbon-demo-draft"}
+    assert default_model_name() == "carbon-copy" and resolve_model_dir("lab-demo") == lab
+    config = AppConfig.from_env()
+    assert config.models == ["lab-demo", "carbon-copy", "carbon-demo-draft"]
+
+    manager = ModelManager(device="cpu")
+    fns = build_app(manager, config).fns
+    models_info = next(fn.fn for fn in fns.values() if fn.api_name == "models")
+    design = manager.get("lab-demo")
+    assert design.name == "lab-demo" and design.path == lab
+    shown = json.dumps([models_info(), design.describe()], default=str)
+    assert "lab-demo" in shown and str(tmp_path) not in shown

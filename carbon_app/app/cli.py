@@ -1,7 +1,9 @@
 """Command line: `python -m carbon_app generate|score|score-vcf|scan|tokenize|models`.
 
 Results go to stdout (JSON with --json); any problem is one line on stderr
-and a non-zero exit code (2 for bad input or models, 1 for internal errors).
+and a non-zero exit code (2 for bad input or models, 1 for internal errors;
+128 + the signal's number for a score-vcf stopped by SIGTERM or Ctrl-C, its
+partial outputs kept for --resume).
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import time
+from contextlib import contextmanager, nullcontext
 
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
@@ -129,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     vcf.add_argument("--tsv", help="also a table: line, chrom, pos, id, ref, alt, delta, problem, message")
     vcf.add_argument("--context", type=int, default=0, help="also rank each ALT among every substitution within "
                      "this many bases (INFO CARBON_CONTEXT; default 0: off)")
+    vcf.add_argument("--resume", action="store_true", help="keep what a stopped run (SIGTERM, Ctrl-C) wrote to --out "
+                     "and --tsv, and score only the rest; each record is written once")
     _add_scoring_args(vcf)
     _add_ray_args(vcf)
 
@@ -271,15 +278,58 @@ def _score_at(args) -> dict:
 
 
 def _progress_bar(unit: str):
-    from tqdm import tqdm
+    """A progress bar on a terminal; elsewhere (a log, a pipe) a line every CARBON_PROGRESS_EVERY_S seconds
+    (10 by default) with what is done, of how much, and an estimate of what is left."""
+    if sys.stderr.isatty():
+        from tqdm import tqdm
 
-    bar = tqdm(total=0, unit=unit, desc="scoring", file=sys.stderr, disable=None)
+        bar = tqdm(total=0, unit=unit, desc="scoring", file=sys.stderr)
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        return bar, progress
+    every = float(os.environ.get("CARBON_PROGRESS_EVERY_S") or 10)
+    began = time.monotonic()
+    said = [began]
 
     def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done - bar.n)
+        now = time.monotonic()
+        if now - said[0] < every and done < total:
+            return
+        said[0] = now
+        line = f"scoring: {done:,} of {total:,} {unit} ({100 * done / max(total, 1):.0f}%) in {now - began:.0f} s"
+        if 0 < done < total:
+            line += f", about {(now - began) * (total - done) / done:.0f} s left"
+        print(line, file=sys.stderr, flush=True)
 
-    return bar, progress
+    return nullcontext(), progress
+
+
+@contextmanager
+def _stops_gracefully(what: str):
+    """SIGTERM or Ctrl-C while the block runs: the job stops after its current chunk and keeps what it wrote
+    (`core.stopping.boundary`); the same signal again stops it at its next checkpoint. Yields the names of the
+    signals received."""
+    from ..core import stopping
+
+    received: list[str] = []
+
+    def on_signal(number, frame) -> None:
+        name = signal.Signals(number).name
+        received.append(name)
+        if len(received) == 1:
+            print(f"{what}: {name}: stopping after the current chunk, keeping what is written (send it again to "
+                  "stop at once)", file=sys.stderr, flush=True)
+        stopping.shut_down(name, now=len(received) > 1)
+
+    before = {number: signal.signal(number, on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield received
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
 def _ray_scorer(args, reference, options: dict):
@@ -300,14 +350,16 @@ def _score_vcf(args) -> dict:
     scorer = _ray_scorer(args, reference, options) if args.ray else None
     bundle = None if scorer else _bundle(args)
     bar, progress = _progress_bar("ALT")
-    with bar:
+    with bar, _stops_gracefully("score-vcf") as signals:
         summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, progress=progress, scorer=scorer,
-                            **options)
+                            resume=args.resume, **options)
     for line in summary.lines():
         print(line, file=sys.stderr)
     return {"records": summary.records, "alts": summary.alts, "scored": summary.scored,
             "problems": dict(summary.problems), "malformed": summary.malformed, "hint": summary.hint,
-            "seconds": summary.seconds, "out": args.out, "tsv": args.tsv}
+            "seconds": summary.seconds, "out": args.out, "tsv": args.tsv, "resumed_records": summary.resumed,
+            "partial": summary.partial.sentence() if summary.partial else None,
+            "stopped_by": signals[0] if signals and summary.partial else None}
 
 
 def _scan_regions(args) -> dict:
@@ -395,4 +447,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.json:
         print(json.dumps(data))
+    if data.get("stopped_by"):  # the outputs are kept, the job is not done: the shell's code for the signal
+        return 128 + signal.Signals[data["stopped_by"]].value
     return 0

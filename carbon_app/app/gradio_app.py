@@ -7,11 +7,16 @@ share the GPU queue; every event has an `api_name` for `gradio_client`.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import time
 
 import gradio as gr
 
 from ..assets import ASSETS
+from ..core import stopping
+from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
 from ..model.manager import ModelManager
 from . import model_thread
@@ -22,6 +27,8 @@ from .tabs.models import models_tab
 from .tabs.scan import scan_tab
 from .tabs.variant import variant_tab
 from .tabs.vcf import vcf_tab
+
+log = logging.getLogger("carbon_app")
 
 #: On a phone-width page (400 px) a wide table scrolls sideways instead of squeezing each column to a letter.
 CSS = """
@@ -95,10 +102,35 @@ def sign_ins(text: str | None) -> list[tuple[str, str]] | None:
     return pairs
 
 
+def stop_on_sigterm(grace_s: float) -> None:
+    """SIGTERM (docker stop, a Space restarting) closes the server without losing finished work: new jobs are
+    refused, each running one stops after the chunk it is on (a VCF keeps its finished records, closed,
+    indexed and marked partial), at most `grace_s` seconds; then what still runs is stopped at its next
+    checkpoint and the server closes. Each step is logged."""
+
+    def on_sigterm(number, frame) -> None:
+        log.warning("SIGTERM: closing; %d running job(s) stop after their current chunk (at most %.0f s)",
+                    stopping.running_jobs(), grace_s)
+        stopping.shut_down("SIGTERM")
+        if not stopping.wait_for_jobs(grace_s):
+            log.warning("SIGTERM: the grace of %.0f s is over; stopping %d job(s) at once", grace_s,
+                        stopping.running_jobs())
+            stopping.shut_down("SIGTERM", now=True)
+            stopping.wait_for_jobs(10)
+        time.sleep(0.5)  # the last results on their way to their pages
+        log.warning("SIGTERM: every job has stopped; the server closes")
+        raise KeyboardInterrupt  # Gradio's own way out of launch(): it closes the server
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def launch() -> None:
     """Start the server: preload the configured models, bounded queue, port 7860; a sign-in page first when
-    CARBON_AUTH names users."""
+    CARBON_AUTH names users. SIGTERM stops it without losing finished work (`stop_on_sigterm`)."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    log.setLevel(logging.INFO)
     auth = sign_ins(os.environ.get("CARBON_AUTH"))
+    grace = whole_number(os.environ.get("CARBON_SHUTDOWN_GRACE_S", "25"), "CARBON_SHUTDOWN_GRACE_S", 0)
     manager = ModelManager()
     config = AppConfig.from_env()
     if os.environ.get("CARBON_PRELOAD", "1") != "0":
@@ -109,6 +141,7 @@ def launch() -> None:
     demo = build_app(manager, config)
     # api_open=False: a queued event is reached only through the queue, so its bound holds for every client
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
+    stop_on_sigterm(grace)
     demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                 max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")], auth=auth)

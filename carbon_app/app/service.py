@@ -7,6 +7,7 @@ widgets out) and lets the same logic be tested directly.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -16,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..assets import ASSETS
+from ..core import stopping
 from ..core.align import anchored, shared_ends
 from ..core.coding import CodingSequence, Consequence
 from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
-from ..core.stopping import Stopped
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..core.validate import whole_number
 from ..errors import InputError
@@ -34,10 +35,11 @@ from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.card import CARBON_EVALUATION, measured_setup
-from ..model.hub import bundled_models, default_model_name, resolve_model_dir
+from ..model.hub import bundled_models, configured_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
 from .results import Retention, new_result_folder
 
+log = logging.getLogger("carbon_app")
 MAX_UPLOAD_BYTES = 5 * 2**20
 MAX_PASTE_CHARS = 2_000_000
 ONE_RECORD = "paste or upload only the record you want"
@@ -62,9 +64,9 @@ class AppConfig:
 
     @classmethod
     def from_env(cls) -> AppConfig:
-        configured = [m.strip() for m in os.environ.get("CARBON_MODELS", "").split(",") if m.strip()]
+        configured = list(configured_models())  # by the names clients see: never a server path
         if not configured:
-            configured = [default_model_name()] if (os.environ.get("CARBON_MODEL") or bundled_models()) else []
+            configured = [default_model_name()] if bundled_models() else []
         out = Path(os.environ.get("CARBON_OUTPUT_DIR", tempfile.mkdtemp(prefix="carbon-studio-")))
         out.mkdir(parents=True, exist_ok=True)
         genomes = configured_references() or {DEMO_GENOME: ASSETS / "examples" / "hbb.fa"}
@@ -95,12 +97,15 @@ class Service:
         A cancelled or disconnected streaming request closes its generator, which
         leaves this block too: its counter drops and its tensors are freed.
         """
+        if stopping.shutting_down():  # a job begun now would be stopped before it could finish anything
+            raise InputError(f"the server is shutting down ({stopping.shutting_down()}): send {what} again in a "
+                             "minute, once it is back")
         with self._running_lock:
             self.running += 1
         try:
-            with out_of_memory_as_error(what):
+            with stopping.job(), out_of_memory_as_error(what):
                 yield
-        except Stopped:  # asked to stop (a cancel, a closed tab) and stopped between batches
+        except stopping.Stopped:  # asked to stop (a cancel, a closed tab) and stopped between batches
             with self._running_lock:
                 self.stopped += 1
             raise
@@ -354,6 +359,8 @@ class Service:
         vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
         with self._request("this VCF"):
             summary = score_vcf(target, reference, path, vcf_out, tsv_out, spec=spec, progress=progress)
+        if summary.partial:  # a shutdown: the page may not hear of it, the server's log does
+            log.warning("VCF job %s: %s; outputs kept in %s", folder.name, summary.partial.sentence(), folder)
         rows = [line.split("\t") for line in tsv_out.read_text().splitlines()[1:]]
         return summary, [str(vcf_out), str(tsv_out)], rows
 

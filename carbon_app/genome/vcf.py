@@ -20,14 +20,17 @@ import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
+from ..core.stopping import Stopped, boundary
 from ..errors import InputError
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, _checked
+from .partial import Partial, earlier_output, kept_rows, mark
 from .reference import Reference
 from .scoring import Outcome, score_batch
 
@@ -51,6 +54,8 @@ class VcfSummary:
     sorted: bool = True  # records in coordinate order (contigs in blocks, positions rising): can be indexed
     method: str = ""  # the scoring method the deltas were read with (the model's own where none was named)
     spec: ScoringSpec | None = None  # the whole setup, as used
+    partial: Partial | None = None  # where the job stopped, if it stopped part-way (the outputs hold that much)
+    resumed: int = 0  # records kept from the partial output this job resumed
     _last: tuple[str, int] | None = None
     _contigs_done: set = field(default_factory=set)
 
@@ -61,9 +66,21 @@ class VcfSummary:
             self.sorted = False
         self._last = (contig, pos)
 
+    def tally(self, contig: str, pos: int, problems: list[str | None]) -> None:
+        """Count one record written, `problems` naming why each of its ALTs has no delta (None: scored)."""
+        self.saw(contig, pos)
+        self.records += 1
+        self.alts += len(problems)
+        self.scored += problems.count(None)
+        self.problems.update(problem for problem in problems if problem is not None)
+
     def lines(self) -> list[str]:
         """The summary in sentences."""
         out = [f"{self.records:,} records, {self.alts:,} ALT alleles: {self.scored:,} scored in {self.seconds:.1f} s"]
+        if self.resumed:
+            out.append(f"{self.resumed:,} records kept from the partial output this run resumed")
+        if self.partial:
+            out.append(self.partial.sentence())
         out += [f"{n:,} not scored: {code}" for code, n in self.problems.most_common()]
         out += [f"line {line}: {reason} (not a VCF record; left out of the VCF, listed in the TSV)"
                 for line, reason in self.malformed]
@@ -248,84 +265,55 @@ def _writer(path: Path):
 
 def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
               tsv_out: str | Path | None = None, progress: Callable[[int, int], None] | None = None,
-              scorer: ChunkScorer | None = None, spec: ScoringSpec | None = None, **settings) -> VcfSummary:
+              scorer: ChunkScorer | None = None, spec: ScoringSpec | None = None, resume: bool = False,
+              **settings) -> VcfSummary:
     """Score every ALT of every record of `vcf_in` against `reference` as `spec` says (else `resolve_spec` of
     `settings`: the model's own for what is not given); write `vcf_out` (and `tsv_out`). With the spec's
     `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
     CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles. `scorer` scores the chunks (default:
     in this process; `distributed.RayScorer` spreads them over a Ray cluster, its workers resolving the same
     spec); the file is written here, in order, whoever scored each chunk (with a scorer, `bundle` may be None).
-    The headers name the spec as used: the window scored, never the one asked for."""
+    The headers name the spec as used: the window scored, never the one asked for.
+
+    The outputs are written beside their final names and moved there at the end. A job stopped part-way
+    (`core.stopping`: a shutdown after its current chunk, a cancel, or an error while scoring) still leaves
+    valid outputs that hold every chunk it finished and say so (`partial`); with `resume` a partial `vcf_out`
+    is kept and only the rest is scored. A cancelled job raises `Stopped` once its outputs are written; a
+    shutdown returns the summary, its `partial` set."""
     vcf_in, vcf_out = Path(vcf_in), Path(vcf_out)
+    tsv_out = Path(tsv_out) if tsv_out else None
     if not vcf_in.is_file():
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
-    for out in (vcf_out, Path(tsv_out) if tsv_out else None):
+    for out in (vcf_out, tsv_out):
         if out is not None and not out.parent.is_dir():
             raise InputError(f"the folder of the output '{out}' does not exist: make it first")
         if out is not None and out.is_dir():
             raise InputError(f"the output '{out}' is a folder: name a file")
     scorer = scorer or LocalScorer(bundle, reference, resolve_spec(bundle, spec, **settings))
     spec, model_name = scorer.spec, scorer.model_name
-    method, context = spec.method, spec.context
     settings_line = f"model={model_name},genome={reference.name}," + spec.header()
-    options = {"context": context}
     began = time.perf_counter()
-    summary = VcfSummary(method=method, spec=spec)
-    with tempfile.TemporaryDirectory(dir=vcf_out.parent if vcf_out.parent.exists() else None) as tmp:
+    summary = VcfSummary(method=spec.method, spec=spec)
+    with tempfile.TemporaryDirectory(dir=vcf_out.parent, prefix=".carbon-") as tmp:
         clean = Path(tmp) / "input.vcf"
-        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings_line, context)
-        pending_malformed = list(summary.malformed)
-        counted = [0]
-
-        def step(n: int) -> None:
-            counted[0] += n
-            if progress:
-                progress(counted[0], total_alts)
-
-        tsv = open(tsv_out, "w") if tsv_out else None  # noqa: SIM115 (closed below, after the loop)
-        try:
-            if tsv:
-                tsv.write("\t".join(TSV_COLUMNS) + "\n")
-            with _writer(vcf_out) as write:
-                header_written = False
-                chunk: list[tuple[int, object]] = []
-                in_flight: deque = deque()  # (chunk, jobs, handle), oldest first: written in this order
-
-                def submit(chunk: list) -> None:
-                    jobs = _jobs(chunk)
-                    variants = [job[2] for job in jobs if isinstance(job[2], GenomicVariant)]
-                    in_flight.append((chunk, jobs, scorer.submit(variants, step)))
-                    while len(in_flight) > scorer.in_flight:
-                        finish(*in_flight.popleft())
-
-                def finish(chunk: list, jobs: list, handle) -> None:
-                    outcomes = scorer.result(handle, step)
-                    _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, summary, options,
-                                 step)
-
-                for index, record in _records(clean):
-                    if not header_written and not isinstance(record, Exception):
-                        write(str(record.header))
-                        header_written = True
-                    chunk.append((index, record))
-                    if len(chunk) >= CHUNK:  # the same chunks whoever scores them: the same batches, the same deltas
-                        submit(chunk)
-                        chunk = []
-                if chunk:
-                    submit(chunk)
-                while in_flight:
-                    finish(*in_flight.popleft())
-                if not header_written:  # no record at all: the header alone
-                    import pysam
-
-                    with pysam.VariantFile(str(clean)) as empty:
-                        write(str(empty.header))
-            if tsv:
-                for line, reason in pending_malformed:
-                    tsv.write(f"{line}\t\t\t\t\t\t\tmalformed\t{reason}\t\n")
-        finally:
-            if tsv:
-                tsv.close()
+        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings_line, spec.context)
+        earlier = None
+        if resume and vcf_out.is_file():
+            earlier = earlier_output(vcf_out, settings_line, line_of)
+        staged_vcf, staged_tsv = Path(tmp) / f"output{vcf_out.suffix}", Path(tmp) / "output.tsv"
+        job = _VcfJob(scorer, summary, line_of, total_alts, spec.context, progress)
+        with _writer(staged_vcf) as write, open(staged_tsv, "w") if tsv_out else nullcontext() as tsv:
+            job.begin(clean, write, tsv)
+            if earlier is not None:
+                job.carry_over(vcf_out, earlier, tsv_out if tsv else None)
+            stopped = job.run()
+        if stopped is None:
+            staged_vcf.replace(vcf_out)
+        else:
+            summary.partial = Partial(job.done, len(line_of), job.last_line, stopped.why)
+            mark(staged_vcf, vcf_out, summary.partial, _writer)
+        if tsv_out:
+            staged_tsv.replace(tsv_out)
     if vcf_out.suffix in (".gz", ".bgz") and summary.sorted:  # sorted and bgzipped: a tabix index beside it
         import pysam
 
@@ -335,7 +323,128 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
         summary.hint = (f"{mismatches:,} of {summary.alts:,} ALT alleles have a REF that differs from "
                         f"{reference.name}: is this the right genome build?")
     summary.seconds = time.perf_counter() - began
+    if job.error is not None:
+        raise job.error
+    if stopped is not None and stopped.cancelled:  # nobody waits for it: its caller only learns it stopped
+        raise stopped
     return summary
+
+
+class _VcfJob:
+    """One pass over a prepared VCF: records in chunks to the scorer, written back in order as each is done."""
+
+    def __init__(self, scorer: ChunkScorer, summary: VcfSummary, line_of: list[int], total_alts: int,
+                 context: int, progress: Callable[[int, int], None] | None):
+        self.scorer, self.summary, self.line_of, self.total_alts = scorer, summary, line_of, total_alts
+        self.options, self.progress = {"context": context}, progress
+        self.pending_malformed = list(summary.malformed)
+        self.counted = 0
+        self.done = 0  # records of the input (in `_records`' order) written: where a stop leaves the output
+        self.in_flight: deque = deque()  # (chunk, jobs, handle), oldest first: written in this order
+        self.writing = False  # inside a chunk's records
+        self.error: Exception | None = None  # what stopped the scoring, raised again once the outputs are kept
+
+    @property
+    def last_line(self) -> int:
+        return self.line_of[self.done - 1] if self.done else 0
+
+    def step(self, n: int) -> None:
+        self.counted += n
+        if self.progress:
+            self.progress(self.counted, self.total_alts)
+
+    def begin(self, clean: Path, write, tsv) -> None:
+        import pysam
+
+        self.clean, self.write, self.tsv = clean, write, tsv
+        self.records = _records(clean)
+        with pysam.VariantFile(str(clean)) as vcf:
+            write(str(vcf.header))
+        if tsv:
+            tsv.write("\t".join(TSV_COLUMNS) + "\n")
+
+    def carry_over(self, earlier_vcf: Path, earlier: Partial, earlier_tsv: Path | None) -> None:
+        """Keep what a stopped run of the same job wrote (`earlier`): its records, each checked against the
+        input's, and its table's rows; the summary counts them as this run's."""
+        import pysam
+
+        if self.tsv:
+            rows = kept_rows(earlier_tsv, earlier.last_line)
+            next(rows)  # its header: this table has written its own
+            self.tsv.writelines(rows)
+            self.pending_malformed = [(line, why) for line, why in self.pending_malformed if line > earlier.last_line]
+        carried = 0
+        with pysam.VariantFile(str(earlier_vcf)) as kept_vcf:
+            kept = iter(kept_vcf)
+            for index, record in islice(self.records, earlier.records_done):
+                line = self.line_of[index]
+                if isinstance(record, Exception):
+                    self.summary.malformed.append((line, f"cannot be read as a VCF record ({record})"))
+                    continue
+                old = next(kept, None)
+                if old is None or (old.chrom, old.pos, old.ref, old.alts) != (record.chrom, record.pos, record.ref,
+                                                                              record.alts):
+                    raise InputError(f"the output '{earlier_vcf.name}' does not hold the input's record of line "
+                                     f"{line} ({record.chrom}:{record.pos}): was it made from another VCF? Leave "
+                                     "out --resume to score it again")
+                deltas, problems = old.info.get(DELTA) or (), old.info.get(PROBLEM) or ()
+                self.summary.tally(old.chrom, old.pos, [None if d is not None else (problems[a] if a < len(problems)
+                                                                                     else "not_scored")
+                                                        for a, d in enumerate(deltas)])
+                self.write(str(old))
+                carried += len(deltas)
+        self.step(carried)
+        self.done = earlier.records_done
+        self.summary.resumed = self.done
+
+    def run(self) -> Stopped | None:
+        """Score and write every record not yet written; the `Stopped` that ended it early, if one did. A
+        shutdown lets the chunks being scored finish; a cancel, a stop at once or an error keeps the chunks
+        already written (an error is raised again once the outputs are closed)."""
+        chunk: list[tuple[int, object]] = []
+        try:
+            for index, record in self.records:
+                chunk.append((index, record))
+                if len(chunk) >= CHUNK:  # the same chunks whoever scores them: the same batches, the same deltas
+                    self.submit(chunk)
+                    chunk = []
+            if chunk:
+                self.submit(chunk)
+            while self.in_flight:
+                self.finish(*self.in_flight.popleft())
+        except Stopped as stop:
+            if not stop.at_once:  # a shutdown: what is being scored is finished and kept
+                try:
+                    while self.in_flight:
+                        self.finish(*self.in_flight.popleft())
+                except Stopped:
+                    pass
+            return stop
+        except Exception as error:
+            if self.writing:  # a chunk half written cannot be kept: no partial output, the earlier one stays
+                raise
+            self.error = error
+            return Stopped(f"an error while scoring: {type(error).__name__}")
+        if self.tsv:
+            for line, reason in self.pending_malformed:
+                self.tsv.write(_tsv_row(line=line, problem="malformed", message=reason))
+        return None
+
+    def submit(self, chunk: list) -> None:
+        boundary()  # a shutdown stops here, between chunks: the finished ones are kept whole
+        jobs = _jobs(chunk)
+        variants = [job[2] for job in jobs if isinstance(job[2], GenomicVariant)]
+        self.in_flight.append((chunk, jobs, self.scorer.submit(variants, self.step)))
+        while len(self.in_flight) > self.scorer.in_flight:
+            self.finish(*self.in_flight.popleft())
+
+    def finish(self, chunk: list, jobs: list, handle) -> None:
+        outcomes = self.scorer.result(handle, self.step)
+        self.writing = True
+        _write_chunk(chunk, jobs, outcomes, self.write, self.tsv, self.line_of, self.pending_malformed,
+                     self.summary, self.options, self.step)
+        self.writing = False
+        self.done = chunk[-1][0] + 1
 
 
 def _jobs(chunk) -> list[tuple[int, int, GenomicVariant | VariantProblem]]:
@@ -400,14 +509,8 @@ def _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, 
                 tsv.write(_tsv_row(line=line, problem="malformed", message=reason))
             continue
         results = [outcome[(row, a)] for a in range(len(record.alts or ()))]
-        summary.saw(record.chrom, record.pos)
-        summary.records += 1
-        summary.alts += len(results)
-        for result in results:
-            if result.delta is None:
-                summary.problems[result.problem] += 1
-            else:
-                summary.scored += 1
+        summary.tally(record.chrom, record.pos, [(r.problem or "not_scored") if r.delta is None else None
+                                                         for r in results])
         if results:
             record.info[DELTA] = tuple(None if r.delta is None else round(r.delta, 6) for r in results)
             if any(r.problem for r in results):

@@ -77,7 +77,6 @@ class ModelBundle:
     def describe(self) -> dict:
         return {
             "name": self.name,
-            "path": str(self.path),
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
             "head_dtype": str(self.dna_head.dtype).replace("torch.", ""),

@@ -7,6 +7,10 @@ weights) plus `dna_config.json`, the text-tokenizer files and optionally
 - a bundled demo model: a folder name under `assets/models/`;
 - a hub id such as `HuggingFaceBio/Carbon-3B`, optionally `@revision`;
 - a local directory path.
+
+A server names its models in CARBON_MODELS (a comma list) or CARBON_MODEL; a local directory there is
+known by its folder's name, or by NAME in a `NAME=PATH` entry (`configured_models`), so a client sees
+that name and never the server's path, and every lookup of the name finds the directory.
 """
 
 from __future__ import annotations
@@ -38,11 +42,42 @@ def bundled_models() -> list[str]:
     return sorted(p.name for p in ASSETS_MODELS.iterdir() if (p / "config.json").exists())
 
 
+def _named(entry: str) -> tuple[str, str]:
+    """(the name a client sees, where the model is) of one CARBON_MODEL(S) entry."""
+    name, given, source = entry.partition("=")
+    if given:
+        return name.strip(), source.strip()
+    local = Path(entry).expanduser()
+    return (local.name if entry not in bundled_models() and local.is_dir() else entry), entry
+
+
+def configured_models() -> dict[str, str]:
+    """The models CARBON_MODELS (else CARBON_MODEL) names, in order, each as {the name a client sees: where
+    it is}: a bundled name or hub id as itself, a local directory by its folder's name or by NAME in a
+    `NAME=PATH` entry."""
+    return dict(_entries(os.environ.get("CARBON_MODELS", "").strip() or os.environ.get("CARBON_MODEL", "")))
+
+
+def _entries(text: str) -> list[tuple[str, str]]:
+    """(shown name, source) of each entry of a comma list of models."""
+    return [named for entry in text.split(",") if entry.strip() and all(named := _named(entry.strip()))]
+
+
+def _source(name: str) -> str:
+    """Where the model `name` is: the path of a local directory CARBON_MODELS or CARBON_MODEL names so, else
+    `name` itself."""
+    for key in ("CARBON_MODELS", "CARBON_MODEL"):
+        for shown, source in _entries(os.environ.get(key, "")):
+            if shown == name:
+                return source
+    return name
+
+
 def default_model_name() -> str:
-    """CARBON_MODEL if set, else the bundled demo target."""
+    """The model CARBON_MODEL names (by the name a client sees), else the bundled demo target."""
     configured = os.environ.get("CARBON_MODEL", "").strip()
     if configured:
-        return configured
+        return _named(configured)[0]
     for name in bundled_models():
         if (ASSETS_MODELS / name / "carbon_role.json").exists():
             role = json.loads((ASSETS_MODELS / name / "carbon_role.json").read_text())
@@ -69,7 +104,7 @@ def looks_like_hub_id(name: str) -> bool:
 
 def resolve_model_dir(name: str) -> Path:
     """Directory holding the files of model `name`, downloading from the hub if needed."""
-    name = name.strip()
+    name = _source(name.strip())
     if not name:
         raise ModelError("no model name given")
     if name in bundled_models():
@@ -121,7 +156,7 @@ def draft_for(name: str, path: Path | None = None) -> str | None:
     repo, _ = split_revision(name)
     if repo in HUB_MODELS:
         return HUB_MODELS[repo]["draft"]
-    role_file = (path or Path(name)) / "carbon_role.json"
+    role_file = (path or Path(_source(name))) / "carbon_role.json"
     if role_file.exists():
         try:
             return json.loads(role_file.read_text()).get("draft")
