@@ -489,7 +489,7 @@ def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
     try:
         def long_design(seed):
             try:
-                Client(url, verbose=False).predict("carbon-demo", "none", "none", "ATGGTGCA", None, 1400, "", "bp",
+                Client(url, verbose=False).predict("carbon-demo", "none", "none", "ATGGTGCA", None, 700, "", "bp",
                                                    0.9, 0, 1.0, seed, 8, False, api_name="/generate")
                 return "served"
             except QueueError as exc:

@@ -298,4 +298,3 @@ def test_with_carbon_auth_every_route_asks_for_a_sign_in_and_the_password_is_nev
     with pytest.raises(RuntimeError, match="CARBON_AUTH entry 'ben' is not USER:PASSWORD") as exited:
         start_app(bad, CARBON_MODEL="", CARBON_PRELOAD="0", HF_HUB_OFFLINE="1", CARBON_AUTH=f"ana:{password},ben:")
     assert password not in str(exited.value) and password not in bad.read_text()
-
