@@ -13,6 +13,8 @@ The notebook API in a few names::
     genome = carbon.Reference("hg38.fa")
     carbon.score_at(model, genome, "chr11:5227002:T>A").delta  # at coordinates
     carbon.score_vcf(model, genome, "in.vcf.gz", "out.vcf.gz")  # every record back, CARBON_DELTA per ALT
+    served = carbon.connect("http://127.0.0.1:8000", "carbon-demo")  # the model as a vLLM server runs it
+    carbon.score_variant(served, reference, "120:A>G").delta          # the same delta, computed there
 
 Models are cached by `ModelManager` (one per process is enough); the web UI
 and the CLI use the same functions.
@@ -34,6 +36,7 @@ from .inference.score import SequenceScore, Variant, VariantScore, score_sequenc
 from .inference.spec import ScoringSpec, resolve_spec
 from .model.bundle import ModelBundle, load_bundle
 from .model.manager import ModelManager
+from .serving.served import ServedModel, connect
 
 load_model = load_bundle
 scan = scan_substitutions
@@ -44,5 +47,5 @@ __all__ = [
     "ModelBundle", "ModelManager", "load_bundle", "load_model", "SequenceScore", "Variant", "VariantScore",
     "score_sequence", "score_variant", "scan", "ScanResult", "SCHEMES", "TagScheme", "CarbonTokenizer", "DnaConfig",
     "CodingSequence", "Consequence", "VariantReport", "describe_variant", "Reference", "score_at", "describe_at",
-    "score_batch", "score_vcf", "DesignConstraints", "ScoringSpec", "resolve_spec",
+    "score_batch", "score_vcf", "DesignConstraints", "ScoringSpec", "resolve_spec", "connect", "ServedModel",
 ]

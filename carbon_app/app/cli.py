@@ -36,6 +36,9 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="region tag: a scheme key (protein_coding, pseudogene, trna, tmrna, "
                         "ncrna, misc_rna, rrna) or a literal tag")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--server", help="an OpenAI-compatible server (vLLM) that runs --model: its forward passes go "
+                        "there (default: CARBON_SERVER; API key: CARBON_SERVER_API_KEY)")
+    parser.add_argument("--served-model", help="the name the server serves the model under (default: its only one)")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
@@ -174,6 +177,12 @@ def _bundle(args):
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda was asked for, but no CUDA GPU is available")
+    server = args.server or os.environ.get("CARBON_SERVER")
+    if server:
+        from ..model.hub import default_model_name
+        from ..serving.served import connect
+
+        return connect(server, args.model or default_model_name(), served_as=args.served_model)
     return ModelManager(device=device).get(args.model)
 
 

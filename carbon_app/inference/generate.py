@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.graphs import forward_over
 from ..model.kv import preallocated_cache
+from ..serving.served import NOT_YET, in_process_only
 from .constraints import (
     MAX_STEPS_BACK,
     ConstraintChecker,
@@ -280,6 +281,7 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
                stream_every: int = 0) -> Iterator[GenerationResult]:
     """The engine's design: a checked `request` on `bundle` (with `draft` proposing tokens, if given),
     yielding partial results every `stream_every` tokens when it is positive and the final result last."""
+    in_process_only(bundle, "generation", NOT_YET)
     params, samples, seed, constraints = request.sampling, request.samples, request.seed, request.constraints
     plan = plan_generation(bundle, request)
     checker = None

@@ -43,6 +43,7 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.kv import branch, preallocated_cache
+from ..serving.served import in_process_only
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .score import frame_windows, pass_tokens, variant_delta_radius
 from .spec import MAX_SCAN_POSITIONS, OWN_RADIUS, ScoringSpec, resolve_spec
@@ -162,6 +163,7 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
     L clustered positions cost about L + k - 1 windows, each scored once and re-read after each
     substituted token. Scattered positions cost their own windows, no more.
     """
+    in_process_only(bundle, "a scan of substitutions (the Mutation scan, a score's context, a VCF's SNVs)")
     delta_radius = variant_delta_radius(bundle, delta_radius)
     positions = list(positions)
     row = {pos0: i for i, pos0 in enumerate(positions)}

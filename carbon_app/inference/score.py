@@ -112,22 +112,48 @@ def pass_tokens(bundle: ModelBundle) -> int:
 def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tuple[str, ...]
                  ) -> list[tuple[dict[str, torch.Tensor], torch.Tensor, list[int]]]:
     """({method: per-base log-probs [L]} for each of `methods`, marginals [L, 4], prompt ids) of each clean
-    sequence: one forward pass read every way asked.
-
-    Sequences are right-padded to whole k-mers and batched, each row
-    left-aligned and filled out with the first k-mer id: the model is causal,
-    so a row's filling never reaches its real tokens.
-    """
+    sequence: one forward pass read every way asked (in this process, or on the server a `ServedModel`
+    names: the same reading of the same log-probs)."""
     k = bundle.k
     prompts = [bundle.tokenizer.encode(dna_prompt(prefix, seq, k)) for seq in seqs]
     first = len(bundle.tokenizer.encode(dna_prompt(prefix))) - 1  # <dna>: its logits predict the first k-mer
+    out = []
+    for seq, prompt, blocks in zip(seqs, prompts, _window_logprobs(bundle, seqs, prompts, first), strict=True):
+        n_tokens = len(prompt) - 1 - first
+        allowed = torch.ones(n_tokens * k, 4, dtype=torch.bool)
+        allowed[: len(seq)] = torch.from_numpy(mask_from_template(seq))
+        allowed = allowed.reshape(n_tokens, k, 4).to(bundle.device)
+        per_base: dict[str, list[torch.Tensor]] = {method: [] for method in methods}
+        probs = []
+        for start, kmer_logprobs in blocks:
+            marginals = log_marginals(kmer_logprobs)
+            block_allowed = allowed[start : start + len(kmer_logprobs)]
+            for method, parts in per_base.items():
+                parts.append(base_logprobs_from_marginals(marginals, block_allowed) if method == "marginal"
+                             else chain_logprobs(kmer_logprobs, block_allowed))
+            probs.append(marginals.exp())
+        out.append(({method: torch.cat(parts).flatten()[: len(seq)].double().cpu()
+                     for method, parts in per_base.items()},
+                    torch.cat(probs).reshape(-1, 4)[: len(seq)].double().cpu(), prompt))
+    return out
+
+
+def _window_logprobs(bundle, seqs: list[str], prompts: list[list[int]], first: int):
+    """Per prompt, its k-mer log-probs after `<dna>` as (first token, [tokens, 4^k]) blocks.
+
+    In this process sequences are right-padded to whole k-mers and batched, each row left-aligned and
+    filled out with the first k-mer id (the model is causal, so a row's filling never reaches its real
+    tokens), and the k-mer head runs over at most _HEAD_CHUNK tokens at a time."""
+    if getattr(bundle, "server", None) is not None:  # a ServedModel: the server's log-probs, one block a window
+        for logprobs in bundle.kmer_logprobs(prompts, first):
+            yield [(0, logprobs)]
+        return
     widest = max(len(ids) for ids in prompts)
     per_row = max(1, pass_tokens(bundle) // widest)
     block_tokens = min(per_row, len(seqs)) * widest
     # the output projection runs over one row's tokens at a time, at most _HEAD_CHUNK of them
     bundle.memory.check(block_tokens, block_tokens, min(_HEAD_CHUNK, widest),
                         f"scoring {len(seqs)} window(s) of up to {max(map(len, seqs)):,} bases")
-    out = []
     for lo in range(0, len(seqs), per_row):
         block = prompts[lo : lo + per_row]
         width = max(len(ids) for ids in block) - 1
@@ -135,26 +161,14 @@ def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tup
         for row, prompt in enumerate(block):
             ids[row, : len(prompt) - 1] = torch.tensor(prompt[:-1])
         hidden = bundle.hidden_states(ids.to(bundle.device))
-        for row, (seq, prompt) in enumerate(zip(seqs[lo : lo + per_row], block, strict=True)):
-            n_tokens = len(prompt) - 1 - first
-            allowed = torch.ones(n_tokens * k, 4, dtype=torch.bool)
-            allowed[: len(seq)] = torch.from_numpy(mask_from_template(seq))
-            allowed = allowed.reshape(n_tokens, k, 4).to(bundle.device)
-            per_base: dict[str, list[torch.Tensor]] = {method: [] for method in methods}
-            probs = []
-            for start in range(0, n_tokens, _HEAD_CHUNK):
-                block_hidden = hidden[row, first + start : first + min(start + _HEAD_CHUNK, n_tokens)]
-                kmer_logprobs = torch.log_softmax(bundle.kmer_logits(block_hidden), dim=-1)
-                marginals = log_marginals(kmer_logprobs)
-                block_allowed = allowed[start : start + _HEAD_CHUNK]
-                for method, blocks in per_base.items():
-                    blocks.append(base_logprobs_from_marginals(marginals, block_allowed) if method == "marginal"
-                                  else chain_logprobs(kmer_logprobs, block_allowed))
-                probs.append(marginals.exp())
-            out.append(({method: torch.cat(blocks).flatten()[: len(seq)].double().cpu()
-                         for method, blocks in per_base.items()},
-                        torch.cat(probs).reshape(-1, 4)[: len(seq)].double().cpu(), prompt))
-    return out
+        for row, prompt in enumerate(block):
+            yield _head_blocks(bundle, hidden[row, first:], len(prompt) - 1 - first)
+
+
+def _head_blocks(bundle: ModelBundle, hidden: torch.Tensor, n_tokens: int):
+    """(first token, k-mer log-probs) of one row's hidden states, _HEAD_CHUNK tokens at a time."""
+    for start in range(0, n_tokens, _HEAD_CHUNK):
+        yield start, torch.log_softmax(bundle.kmer_logits(hidden[start : min(start + _HEAD_CHUNK, n_tokens)]), dim=-1)
 
 
 def score_sequence(

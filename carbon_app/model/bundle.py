@@ -23,8 +23,23 @@ from .hub import draft_for, resolve_model_dir
 from .memory import WorkingMemory
 
 
+class Context:
+    """What a model reads at most, in tokens and in bases: a loaded model's and a served one's alike."""
+
+    tokenizer: CarbonTokenizer
+    max_tokens: int
+
+    @property
+    def k(self) -> int:
+        return self.tokenizer.k
+
+    @property
+    def max_bases(self) -> int:
+        return self.max_tokens * self.k
+
+
 @dataclass
-class ModelBundle:
+class ModelBundle(Context):
     """A loaded model with everything the engine needs to use it."""
 
     name: str
@@ -48,14 +63,6 @@ class ModelBundle:
     def held_bytes(self) -> int:
         """The weights and the KV buffers kept with their CUDA graphs for the next run."""
         return self.n_bytes + sum(pool.n_bytes for pool in list(self.graph_pools.values()))
-
-    @property
-    def k(self) -> int:
-        return self.tokenizer.k
-
-    @property
-    def max_bases(self) -> int:
-        return self.max_tokens * self.k
 
     @torch.inference_mode()
     def hidden_states(self, input_ids: torch.Tensor, cache=None):
@@ -165,11 +172,29 @@ def load_bundle(
     trust_remote_code: bool = False,
 ) -> ModelBundle:
     """Load model `name` (see module docstring) for inference."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     path = resolve_model_dir(name)
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
+    tokenizer, tags, _ = load_codec(path, trust_remote_code)
+    try:
+        # on a GPU the weights go straight from the file to the device (accelerate's device_map), never
+        # through a full copy in host memory
+        placement = {"device_map": device} if device.type == "cuda" else {}
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code, **placement
+        )
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise ModelError(f"the weights in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+    return make_bundle(name, path, model.to(device).eval(), tokenizer, tags, fp32_head)
+
+
+def load_codec(path: Path, trust_remote_code: bool = False):
+    """(tokenizer, tag scheme, transformers config) of a model directory, without its weights: what a client
+    of a server that runs the model needs to speak to it."""
+    from transformers import AutoConfig
+
     dna_config = DnaConfig.from_file(path / "dna_config.json")
     tags = load_tag_scheme(path)
     try:
@@ -182,19 +207,8 @@ def load_bundle(
             f"dna_config.json in '{path}' puts the last k-mer at id {kmer_end - 1}, but the model "
             f"has only {config.vocab_size} ids: the DNA config does not match the weights"
         )
-    probe = tags.probe_text() or "<dna>"
-    text_tokenizer = _load_text_tokenizer(path, trust_remote_code, probe)
-    try:
-        # on a GPU the weights go straight from the file to the device (accelerate's device_map), never
-        # through a full copy in host memory
-        placement = {"device_map": device} if device.type == "cuda" else {}
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code, **placement
-        )
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        raise ModelError(f"the weights in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
-    tokenizer = CarbonTokenizer(dna_config, text_tokenizer)
-    return make_bundle(name, path, model.to(device).eval(), tokenizer, tags, fp32_head)
+    text_tokenizer = _load_text_tokenizer(path, trust_remote_code, tags.probe_text() or "<dna>")
+    return CarbonTokenizer(dna_config, text_tokenizer), tags, config
 
 
 def make_bundle(

@@ -1,0 +1,132 @@
+"""A Carbon model run by an inference server, as the scoring engine reads it.
+
+`connect(url, model)` reads the model's codec (tokenizer, tags, card) from its own files here, asks the
+server what it serves and refuses a server that serves another model or vocabulary, naming both. The
+engine then scores windows as it does in-process: the server returns each position's log-probs over the
+vocabulary (`prompt_logprobs`), renormalised here over the k-mers as the in-process engine normalises
+them (its DNA head is the k-mer rows alone), and read into per-base scores by the same code.
+
+A server that returns fewer log-probs per position than the model's k-mers leaves some out. The mass
+it left out is bounded by what its returned log-probs do not cover; a window where that bound passes
+MISSING_MASS is refused, naming the position, the bound and the flag that fixes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..core.tags import TagScheme
+from ..core.tokens import CarbonTokenizer
+from ..model.bundle import Context
+from ..model.card import ModelCard
+from .client import ServerClient, ServerError, ServerInfo
+
+MISSING_MASS = 1e-3  # probability a window's positions may leave unreturned: about 1e-3 nats on a delta
+
+
+class _NoLocalMemory:
+    """The server holds the model and its working memory: nothing is asked of this machine's budget."""
+
+    def check(self, *args, **kwargs) -> None:
+        return None
+
+
+@dataclass
+class ServedModel(Context):
+    """What the scoring engine reads of a bundle, with the model's forward passes on a server."""
+
+    name: str
+    path: Path
+    tokenizer: CarbonTokenizer
+    tags: TagScheme
+    max_tokens: int
+    card: ModelCard
+    server: ServerClient
+    served: ServerInfo
+    vocab_size: int  # ids of the model's vocabulary: what --max-logprobs must cover
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    dtype: torch.dtype = torch.float32
+    memory: _NoLocalMemory = field(default_factory=_NoLocalMemory)
+    draft: str | None = None
+    info: dict = field(default_factory=dict)
+    graph_pools: dict = field(default_factory=dict)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "server": self.served.url, "served_as": self.served.model,
+                "context_tokens": self.max_tokens, "context_bases": self.max_bases, "k": self.k,
+                "tag_scheme": self.tags.name, "logprobs_per_position": self.served.vocab_returned}
+
+    def kmer_logprobs(self, prompts: list[list[int]], first: int) -> list[torch.Tensor]:
+        """Per prompt, [tokens after index `first`, 4^k] log-probs of each k-mer given what precedes it,
+        normalised over the k-mers (as the in-process engine's k-mer head normalises them)."""
+        start, n = self.tokenizer.kmer_start_id, self.tokenizer.n_kmers
+        out = []
+        for prompt in prompts:
+            positions = self.server.prompt_logprobs(self.served.model, prompt, self.served.vocab_returned)
+            rows = torch.full((len(prompt) - 1 - first, n), -math.inf, dtype=torch.float64)
+            for row, returned in enumerate(positions[first + 1:]):
+                ids = torch.tensor(list(returned), dtype=torch.long)
+                values = torch.tensor(list(returned.values()), dtype=torch.float64)
+                unseen = max(0.0, 1.0 - float(values.exp().sum()))
+                if self.served.vocab_returned < n and unseen > MISSING_MASS:
+                    raise ServerError(
+                        f"the server {self.served.url} returns {self.served.vocab_returned:,} log-probs a position, "
+                        f"fewer than the model's {n:,} k-mers, and at token {row + 1} of a window those left out may "
+                        f"hold {unseen:.2g} of the probability (more than {MISSING_MASS:g}): start it with "
+                        f"--max-logprobs {self.vocab_size} (the whole vocabulary)")
+                dna = (ids >= start) & (ids < start + n)
+                rows[row, ids[dna] - start] = values[dna]
+            out.append(torch.log_softmax(rows, dim=-1).float())
+        return out
+
+
+SHARED_WINDOWS = "it reads windows that share a prefix from a KV cache held here, which a server does not lend"
+NOT_YET = "the server backend scores variants and sequences; generating through it is not built yet"
+
+
+def in_process_only(bundle, what: str, why: str = SHARED_WINDOWS) -> None:
+    """Refuse, with the reason and what to do, work that only the in-process engine runs."""
+    if getattr(bundle, "server", None) is not None:
+        raise ServerError(f"{what} runs in this process only: {why}; leave out --server (CARBON_SERVER) to run "
+                          "it here")
+
+
+def connect(url: str, model: str, api_key: str | None = None, served_as: str | None = None) -> ServedModel:
+    """The model `model` (its files here: a bundled name, a local directory or a hub id) as the server at
+    `url` runs it (under the name `served_as`, else the only model it serves), checked against its codec."""
+    from ..model.bundle import load_codec
+    from ..model.hub import resolve_model_dir
+
+    path = resolve_model_dir(model)
+    tokenizer, tags, config = load_codec(path)
+    server = ServerClient(url, api_key)
+    last_kmer = tokenizer.kmer_start_id + tokenizer.n_kmers - 1
+    try:
+        served = server.info(served_as, probe_ids=(tokenizer.open_id, last_kmer))
+    except ServerError as exc:
+        if "out of vocabulary" in str(exc):
+            raise ServerError(f"the server {server.url} has no token {last_kmer}, {model}'s last k-mer: it serves "
+                              "another vocabulary, not this model's") from None
+        raise
+    ours = {model, Path(model).name, path.name}
+    theirs = {served.model, served.root, Path(served.root).name}
+    if not served_as and not ours & theirs:
+        raise ServerError(f"the server {server.url} serves '{served.model}' (loaded from '{Path(served.root).name}'), "
+                          f"not {model}: point --model at the model it serves, or name it with --served-model if it "
+                          "is the same model under another name")
+    if served.vocab_returned > config.vocab_size:
+        raise ServerError(f"the server {server.url} serves '{served.model}' with {served.vocab_returned:,} ids; "
+                          f"{model} has {config.vocab_size:,}: it serves another model")
+    for tag in {*tags.species.values(), *tags.regions.values()}:
+        here, there = tokenizer.encode(tag), server.tokenize(served.model, tag)
+        if here != there:
+            raise ServerError(f"the server {server.url} reads the tag {tag} as ids {there}, {model} as {here}: it "
+                              f"serves another model ('{served.model}')")
+    context = min(int(config.max_position_embeddings), served.max_tokens or config.max_position_embeddings)
+    return ServedModel(name=model, path=path,
+                       tokenizer=tokenizer, tags=tags, max_tokens=context, card=ModelCard(path), server=server,
+                       served=served, vocab_size=int(config.vocab_size), info={"server": server.url})

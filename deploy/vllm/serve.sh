@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Serve one Carbon model with vLLM's OpenAI-compatible server, with what Carbon Studio's client needs:
+#   ./deploy/vllm/serve.sh MODEL [PORT] [NAME]     e.g. assets/models/carbon-demo 8000 carbon-demo
+# MODEL is a local model directory or a hub id; VLLM_PYTHON is the python of vLLM's environment
+# (default .vllm-venv/bin/python); extra vLLM flags go in VLLM_FLAGS (e.g. "--tensor-parallel-size 2").
+set -euo pipefail
+model="$1"; port="${2:-8000}"; name="${3:-$(basename "$model")}"
+python="${VLLM_PYTHON:-.vllm-venv/bin/python}"
+# --max-logprobs: every id of the vocabulary at each position (the per-base scores read the whole 6-mer
+# distribution); --max-model-len: the model's own context.
+read -r vocab context < <("$python" - "$model" <<'PY'
+import json, sys
+from pathlib import Path
+path = Path(sys.argv[1]) / "config.json"
+if not path.exists():
+    from huggingface_hub import hf_hub_download
+    path = Path(hf_hub_download(sys.argv[1], "config.json"))
+config = json.loads(path.read_text())
+print(config["vocab_size"], config["max_position_embeddings"])
+PY
+)
+device_flags=()
+if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"  # GiB of KV cache on a CPU
+  device_flags=(--dtype float32 --gpu-memory-utilization 0.2)
+fi
+export VLLM_HOST_IP="${VLLM_HOST_IP:-127.0.0.1}"  # its internal sockets stay on loopback
+exec "$python" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name "$name" \
+  --host "${VLLM_HOST:-127.0.0.1}" --port "$port" --max-model-len "$context" --max-logprobs "$vocab" \
+  "${device_flags[@]}" ${VLLM_FLAGS:-}
