@@ -158,3 +158,29 @@ def test_the_client_retries_a_busy_server_names_a_refused_key_without_showing_it
     assert time.monotonic() - began < 10
     with pytest.raises(ServerError, match="is not an http:// or https:// address"):
         ServerClient("file:///etc/passwd")
+
+
+@pytest.mark.integration
+def test_the_app_with_carbon_server_scores_there_shows_the_server_and_refuses_what_runs_here_only(vllm_url, demo,
+                                                                                                  tmp_path):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    from .conftest import launch_app
+
+    process, url = launch_app(tmp_path, CARBON_SERVER=vllm_url)
+    try:
+        client = Client(url, verbose=False)
+        status = client.predict(api_name="/models")[2]
+        assert status["server"]["answers"] and status["server"]["model"] == "carbon-demo"
+        assert status["configured"] == ["carbon-demo"] and status["loaded"] == []  # nothing loaded here
+        scored = client.predict("carbon-demo", "none", "none", HBB, None, "1206:A>T", "", 300, False, "marginal",
+                                "none", "", 0, api_name="/score_variant")[-1]
+        local = score_variant(demo, HBB, "1206:A>T", window=300, strand_average=False, method="marginal")
+        assert scored["delta"] == pytest.approx(local.delta, abs=1e-4)
+        with pytest.raises(AppError, match="generation runs in this process only"):
+            client.predict("carbon-demo", "none", "none", "ATGGCC", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
+                           api_name="/generate")
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

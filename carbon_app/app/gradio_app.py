@@ -133,7 +133,12 @@ def launch() -> None:
     grace = whole_number(os.environ.get("CARBON_SHUTDOWN_GRACE_S", "25"), "CARBON_SHUTDOWN_GRACE_S", 0)
     manager = ModelManager()
     config = AppConfig.from_env()
-    if os.environ.get("CARBON_PRELOAD", "1") != "0":
+    if config.server:  # named at start when it cannot be reached or serves another model
+        from ..serving.served import connect
+
+        for name in config.models:
+            connect(config.server, name)
+    elif os.environ.get("CARBON_PRELOAD", "1") != "0":
         for name in config.models:
             bundle = model_thread.call(manager.get, name)  # loaded where requests will run it
             if bundle.draft:

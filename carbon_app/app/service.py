@@ -23,7 +23,7 @@ from ..core.coding import CodingSequence, Consequence
 from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..core.validate import whole_number
-from ..errors import InputError
+from ..errors import CarbonError, InputError
 from ..genome.reference import Reference, configured_references
 from ..genome.scoring import GenomicScore, describe_at_stages
 from ..genome.vcf import UploadLimits, VcfSummary, count_alts, score_vcf
@@ -37,6 +37,8 @@ from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.card import CARBON_EVALUATION, measured_setup
 from ..model.hub import bundled_models, configured_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
+from ..serving.client import ServerClient
+from ..serving.served import ServedModel, connect
 from .results import Retention, new_result_folder
 
 log = logging.getLogger("carbon_app")
@@ -61,6 +63,7 @@ class AppConfig:
     max_job_reads: int = 150_000  # windows one job may read (`ScoringSpec.reads`): the largest scan fits
     upload_limits: UploadLimits = field(default_factory=UploadLimits)
     retention: Retention = field(default_factory=Retention)  # how long result files are kept
+    server: str | None = None  # an inference server (CARBON_SERVER) that runs the models' forward passes
 
     @classmethod
     def from_env(cls) -> AppConfig:
@@ -74,7 +77,8 @@ class AppConfig:
         expanded = whole_number(os.environ.get("CARBON_VCF_MAX_EXPANDED_MB", "64"), "CARBON_VCF_MAX_EXPANDED_MB", 1)
         reads = whole_number(os.environ.get("CARBON_MAX_JOB_READS", "150000"), "CARBON_MAX_JOB_READS", 1)
         return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts, max_job_reads=reads,
-                   upload_limits=UploadLimits(expanded_bytes=expanded * 2**20), retention=Retention.from_env())
+                   upload_limits=UploadLimits(expanded_bytes=expanded * 2**20), retention=Retention.from_env(),
+                   server=os.environ.get("CARBON_SERVER", "").strip() or None)
 
 
 class Service:
@@ -89,6 +93,8 @@ class Service:
         self._dirs: dict[str, Path] = {}
         self._dirs_lock = threading.Lock()
         self._drafts: list[str] | None = None
+        self._connected: dict[str, ServedModel] = {}  # with a server: each model as it runs it, connected once
+        self._connect_lock = threading.Lock()
 
     @contextmanager
     def _request(self, what: str) -> Iterator[None]:
@@ -136,7 +142,25 @@ class Service:
         return self.config.models + [d for d in self.drafts() if d not in self.config.models]
 
     def model(self, name: str | None):
-        return self.manager.get(self.served(name))
+        """A served model to compute with: loaded here, or as the configured server runs it."""
+        name = self.served(name)
+        if not self.config.server:
+            return self.manager.get(name)
+        with self._connect_lock:
+            if name not in self._connected:
+                self._connected[name] = connect(self.config.server, name)
+            return self._connected[name]
+
+    def server_status(self) -> dict | None:
+        """The configured server, its model and whether it answers now (None without a server)."""
+        if not self.config.server:
+            return None
+        try:
+            info = ServerClient(self.config.server, tries=1).info()
+            return {"url": self.config.server, "model": info.model, "context_tokens": info.max_tokens,
+                    "answers": True}
+        except CarbonError as exc:
+            return {"url": self.config.server, "answers": False, "why": str(exc)}
 
     def model_dir(self, name: str | None) -> Path:
         """A served model's directory, looked up once (a configured hub id is the server's own choice)."""
@@ -194,8 +218,9 @@ class Service:
 
     def drafts(self) -> list[str]:
         """The drafts the configured models pair with, looked up once."""
-        if self._drafts is None:
-            self._drafts = [d for d in (self.manager.draft_for(m) for m in self.config.models) if d]
+        if self._drafts is None:  # a server runs the configured models only: no draft beside them
+            self._drafts = [] if self.config.server else [
+                d for d in (self.manager.draft_for(m) for m in self.config.models) if d]
         return self._drafts
 
     @staticmethod

@@ -14,6 +14,10 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
     service = page.service
     models = page.models
     manager = service.manager
+    if service.config.server:
+        gr.Markdown(f"Forward passes run on the server **{fmt.plain(service.config.server)}** (CARBON_SERVER): "
+                    "variant and sequence scores go there; scans, a score's context, VCF batches and designs "
+                    "run in this process only and are refused here.")
     gr.Markdown(f"Device: **{manager.device}**, dtype **{str(manager.dtype)[6:]}**, memory budget "
                 f"**{manager.memory_budget_bytes / 2**30:.1f} GiB**. Models are chosen by the server (CARBON_MODEL / "
                 "CARBON_MODELS), never by a path typed here; genomes too (CARBON_REFERENCES): "
@@ -39,7 +43,8 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
         return rows, pairs or "No models configured.", {
             "configured": models, "loaded": loaded, "requests_running": service.running,
             "requests_stopped_early": service.stopped,
-            "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes()}
+            "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes(),
+            "server": service.server_status()}
 
     def model_card(name):
         try:
