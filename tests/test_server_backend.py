@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -93,22 +92,21 @@ def test_a_server_that_returns_too_few_logprobs_is_refused_where_the_missing_mas
 
 
 @pytest.mark.integration
-def test_the_command_line_scores_through_the_server_and_refuses_what_it_cannot_run_there(vllm_url, demo):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "CARBON_MODEL": ""}
+def test_the_command_line_scores_through_the_server_and_refuses_what_it_cannot_run_there(vllm_url, demo, capsys,
+                                                                                         monkeypatch):
+    from carbon_app.app.cli import main
 
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "carbon_app", *args], env=env, capture_output=True, text=True,
-                              timeout=300)
-
-    scored = cli("score", "--server", vllm_url, "--fasta", str(REPO / "assets/examples/hbb.fa"), "--variant",
-                 "1206:A>T", "--window", "300", "--frames", "1", "--json")
-    assert scored.returncode == 0, scored.stderr
+    monkeypatch.delenv("CARBON_MODEL", raising=False)
+    assert main(["score", "--server", vllm_url, "--fasta", str(REPO / "assets/examples/hbb.fa"), "--variant",
+                 "1206:A>T", "--window", "300", "--frames", "1", "--json"]) == 0, capsys.readouterr().err
     local = score_variant(demo, HBB, "1206:A>T", window=300, frames=1)
-    assert json.loads(scored.stdout)["delta"] == pytest.approx(local.delta, abs=1e-4)
-    refused = cli("generate", "--server", vllm_url, "--bases", "12")
-    assert refused.returncode == 2 and "generation runs in this process only" in refused.stderr
-    other = cli("score", "--server", vllm_url, "--model", "carbon-demo-draft", "--sequence", "ACGTACGTAC")
-    assert other.returncode == 2 and "serves 'carbon-demo'" in other.stderr and "not carbon-demo-draft" in other.stderr
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["delta"] == pytest.approx(local.delta, abs=1e-4)
+    assert main(["generate", "--server", vllm_url, "--bases", "12"]) == 2
+    assert "generation runs in this process only" in capsys.readouterr().err
+    monkeypatch.setenv("CARBON_SERVER", vllm_url)  # the setting, as a deployment gives it
+    assert main(["score", "--model", "carbon-demo-draft", "--sequence", "ACGTACGTAC"]) == 2
+    refused = capsys.readouterr().err
+    assert "serves 'carbon-demo'" in refused and "not carbon-demo-draft" in refused
 
 
 class _Flaky(BaseHTTPRequestHandler):
