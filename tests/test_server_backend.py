@@ -182,3 +182,27 @@ def test_the_app_with_carbon_server_scores_there_shows_the_server_and_refuses_wh
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+def test_a_client_of_a_server_reads_a_hub_models_codec_without_its_weights(tmp_path, monkeypatch):
+    """A hub model's files in the Hugging Face cache, its weights left out (the server holds them): the
+    client finds them offline and reads its tokenizer, tags and config."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    from carbon_app.model.bundle import load_codec
+    from carbon_app.model.hub import resolve_model_dir
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--lab--carbon-demo"
+    shutil.copytree(REPO / "assets" / "models" / "carbon-demo", repo / "snapshots" / commit,
+                    ignore=shutil.ignore_patterns("*.safetensors"))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = resolve_model_dir("lab/carbon-demo", weights=False)
+    assert path.name == commit and not list(path.glob("*.safetensors"))
+    tokenizer, tags, config = load_codec(path)
+    assert tokenizer.k == 6 and tokenizer.n_kmers == 4096 and "mammal" in tags.species and config.vocab_size == 4124

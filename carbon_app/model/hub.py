@@ -32,7 +32,8 @@ HUB_MODELS = {
     "HuggingFaceBio/Carbon-3B": {"revision": "main", "draft": "HuggingFaceBio/Carbon-500M"},
     "HuggingFaceBio/Carbon-8B": {"revision": "main", "draft": "HuggingFaceBio/Carbon-500M"},
 }
-_HUB_FILES = ["*.json", "*.safetensors", "merges.txt", "vocab.json", "*.model", "*.md"]
+_CODEC_FILES = ["*.json", "merges.txt", "vocab.json", "*.model", "*.md"]  # config, codec, tags, card
+_HUB_FILES = [*_CODEC_FILES, "*.safetensors"]
 
 
 def bundled_models() -> list[str]:
@@ -102,8 +103,9 @@ def looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not repo.startswith((".", "/", "~"))
 
 
-def resolve_model_dir(name: str) -> Path:
-    """Directory holding the files of model `name`, downloading from the hub if needed."""
+def resolve_model_dir(name: str, weights: bool = True) -> Path:
+    """Directory holding the files of model `name`, downloading from the hub if needed (without `weights`,
+    a hub model's files but its weights: what a client of a server that runs it reads)."""
     name = _source(name.strip())
     if not name:
         raise ModelError("no model name given")
@@ -115,7 +117,7 @@ def resolve_model_dir(name: str) -> Path:
             raise ModelError(f"the directory '{local}' holds no config.json: it is not a model directory")
         return local
     if looks_like_hub_id(name):
-        return _hub_snapshot(name)
+        return _hub_snapshot(name, _HUB_FILES if weights else _CODEC_FILES)
     known = ", ".join(bundled_models() + list(HUB_MODELS)) or "none"
     raise ModelError(
         f"unknown model '{name}': not a bundled model, a local model directory, or a hub id "
@@ -123,14 +125,14 @@ def resolve_model_dir(name: str) -> Path:
     )
 
 
-def _hub_snapshot(name: str) -> Path:
+def _hub_snapshot(name: str, files: list[str]) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     repo, revision = split_revision(name)
     revision = revision or HUB_MODELS.get(repo, {}).get("revision", "main")
     try:  # the cache first: no network when the files are already here
-        return Path(snapshot_download(repo, revision=revision, allow_patterns=_HUB_FILES, local_files_only=True))
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=files, local_files_only=True))
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
         pass
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}:
@@ -139,7 +141,7 @@ def _hub_snapshot(name: str) -> Path:
             "HF_HUB_OFFLINE is set: download it first or point to a local directory"
         )
     try:
-        return Path(snapshot_download(repo, revision=revision, allow_patterns=_HUB_FILES))
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=files))
     except (HfHubHTTPError, OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ModelError(

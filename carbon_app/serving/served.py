@@ -101,7 +101,7 @@ def connect(url: str, model: str, api_key: str | None = None, served_as: str | N
     from ..model.bundle import load_codec
     from ..model.hub import resolve_model_dir
 
-    path = resolve_model_dir(model)
+    path = resolve_model_dir(model, weights=False)  # the weights stay on the server
     tokenizer, tags, config = load_codec(path)
     server = ServerClient(url, api_key)
     last_kmer = tokenizer.kmer_start_id + tokenizer.n_kmers - 1
