@@ -148,3 +148,6 @@ def test_a_local_model_directory_is_served_by_its_name_and_its_path_never_reache
     assert design.name == "lab-demo" and design.path == lab
     shown = json.dumps([models_info(), design.describe()], default=str)
     assert "lab-demo" in shown and str(tmp_path) not in shown
+    monkeypatch.setenv("CARBON_MODELS", f"=/srv/x, lab-demo={lab}")
+    with pytest.raises(ModelError, match=r"the model entry '=/srv/x' is not NAME=PATH"):
+        AppConfig.from_env()

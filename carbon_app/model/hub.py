@@ -47,6 +47,8 @@ def _named(entry: str) -> tuple[str, str]:
     """(the name a client sees, where the model is) of one CARBON_MODEL(S) entry."""
     name, given, source = entry.partition("=")
     if given:
+        if not name.strip() or not source.strip():
+            raise ModelError(f"the model entry '{entry[:80]}' is not NAME=PATH (CARBON_MODEL, CARBON_MODELS)")
         return name.strip(), source.strip()
     local = Path(entry).expanduser()
     return (local.name if entry not in bundled_models() and local.is_dir() else entry), entry
@@ -61,7 +63,7 @@ def configured_models() -> dict[str, str]:
 
 def _entries(text: str) -> list[tuple[str, str]]:
     """(shown name, source) of each entry of a comma list of models."""
-    return [named for entry in text.split(",") if entry.strip() and all(named := _named(entry.strip()))]
+    return [_named(entry.strip()) for entry in text.split(",") if entry.strip()]
 
 
 def _source(name: str) -> str:
