@@ -6,9 +6,11 @@ engine then scores windows as it does in-process: the server returns each positi
 vocabulary (`prompt_logprobs`), renormalised here over the k-mers as the in-process engine normalises
 them (its DNA head is the k-mer rows alone), and read into per-base scores by the same code.
 
-A server that returns fewer log-probs per position than the model's k-mers leaves some out. The mass
-it left out is bounded by what its returned log-probs do not cover; a window where that bound passes
-MISSING_MASS is refused, naming the position, the bound and the flag that fixes it.
+Each position's log-probs are asked for the k-mers, the ids before them and LOGPROB_HEADROOM more (a
+150k-id vocabulary in full would be gigabytes of JSON a window). Where that is less than the whole
+vocabulary, or the server returns fewer, the ids left out hold at most what the returned log-probs do
+not cover; a window where that bound passes MISSING_MASS is refused, naming the position, the bound and
+the flag that fixes it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..model.card import ModelCard
 from .client import ServerClient, ServerError, ServerInfo
 
 MISSING_MASS = 1e-3  # probability a window's positions may leave unreturned: about 1e-3 nats on a delta
+LOGPROB_HEADROOM = 256  # ids asked for beyond the k-mers and the ids before them, for tags that outrank some
 
 
 class _NoLocalMemory:
@@ -64,20 +67,22 @@ class ServedModel(Context):
         """Per prompt, [tokens after index `first`, 4^k] log-probs of each k-mer given what precedes it,
         normalised over the k-mers (as the in-process engine's k-mer head normalises them)."""
         start, n = self.tokenizer.kmer_start_id, self.tokenizer.n_kmers
+        # the k-mers and what ranks above them, not a 150k-id vocabulary (gigabytes of JSON a window)
+        top = min(self.served.vocab_returned, start + n + LOGPROB_HEADROOM)
         out = []
         for prompt in prompts:
-            positions = self.server.prompt_logprobs(self.served.model, prompt, self.served.vocab_returned)
+            positions = self.server.prompt_logprobs(self.served.model, prompt, top)
             rows = torch.full((len(prompt) - 1 - first, n), -math.inf, dtype=torch.float64)
             for row, returned in enumerate(positions[first + 1:]):
                 ids = torch.tensor(list(returned), dtype=torch.long)
                 values = torch.tensor(list(returned.values()), dtype=torch.float64)
                 unseen = max(0.0, 1.0 - float(values.exp().sum()))
-                if self.served.vocab_returned < n and unseen > MISSING_MASS:
+                if top < self.vocab_size and unseen > MISSING_MASS:
                     raise ServerError(
-                        f"the server {self.served.url} returns {self.served.vocab_returned:,} log-probs a position, "
-                        f"fewer than the model's {n:,} k-mers, and at token {row + 1} of a window those left out may "
-                        f"hold {unseen:.2g} of the probability (more than {MISSING_MASS:g}): start it with "
-                        f"--max-logprobs {self.vocab_size} (the whole vocabulary)")
+                        f"the server {self.served.url} returns the {top:,} most likely of the model's "
+                        f"{self.vocab_size:,} ids a position, and at token {row + 1} of a window the ids left out "
+                        f"may hold {unseen:.2g} of the probability (more than {MISSING_MASS:g}): start it with "
+                        f"--max-logprobs {min(self.vocab_size, start + n + LOGPROB_HEADROOM)} or more")
                 dna = (ids >= start) & (ids < start + n)
                 rows[row, ids[dna] - start] = values[dna]
             out.append(torch.log_softmax(rows, dim=-1).float())

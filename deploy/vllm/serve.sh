@@ -6,17 +6,22 @@
 set -euo pipefail
 model="$1"; port="${2:-8000}"; name="${3:-$(basename "$model")}"
 python="${VLLM_PYTHON:-.vllm-venv/bin/python}"
-# --max-logprobs: every id of the vocabulary at each position (the per-base scores read the whole 6-mer
-# distribution); --max-model-len: the model's own context.
-read -r vocab context < <("$python" - "$model" <<'PY'
+# --max-logprobs: the 4^k k-mers and the ids before them at each position (the per-base scores read the
+# whole 6-mer distribution), or the whole vocabulary where that is smaller; --max-model-len: the model's
+# own context.
+read -r logprobs context < <("$python" - "$model" <<'PY'
 import json, sys
 from pathlib import Path
-path = Path(sys.argv[1]) / "config.json"
-if not path.exists():
-    from huggingface_hub import hf_hub_download
-    path = Path(hf_hub_download(sys.argv[1], "config.json"))
-config = json.loads(path.read_text())
-print(config["vocab_size"], config["max_position_embeddings"])
+
+def read(name):
+    path = Path(sys.argv[1]) / name
+    if not path.exists():
+        from huggingface_hub import hf_hub_download
+        path = Path(hf_hub_download(sys.argv[1], name))
+    return json.loads(path.read_text())
+
+config, dna = read("config.json"), read("dna_config.json")
+print(min(config["vocab_size"], dna["dna_start_id"] + dna["dna_vocab_size"] + 256), config["max_position_embeddings"])
 PY
 )
 device_flags=()
@@ -26,5 +31,5 @@ if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() el
 fi
 export VLLM_HOST_IP="${VLLM_HOST_IP:-127.0.0.1}"  # its internal sockets stay on loopback
 exec "$python" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name "$name" \
-  --host "${VLLM_HOST:-127.0.0.1}" --port "$port" --max-model-len "$context" --max-logprobs "$vocab" \
+  --host "${VLLM_HOST:-127.0.0.1}" --port "$port" --max-model-len "$context" --max-logprobs "$logprobs" \
   "${device_flags[@]}" ${VLLM_FLAGS:-}
