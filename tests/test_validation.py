@@ -87,3 +87,21 @@ def test_every_number_field_at_and_beyond_its_limits_gets_a_named_message(events
     args = {**(_DESIGN if api == "/generate" else _SCAN), **fields}
     with pytest.raises(gr.Error, match=message):
         _call(events, api, *args.values())
+
+
+def test_the_design_form_draws_a_fresh_seed_by_default_reports_it_and_the_seed_makes_the_design_again(
+        demo_manager, tmp_path):
+    demo = build_app(demo_manager, AppConfig(models=["carbon-demo"], output_dir=tmp_path))
+    seed_box = next(block for block in demo.blocks.values() if str(getattr(block, "label", "")).startswith("Seed"))
+    assert seed_box.value is None  # an empty box: a fresh seed for each design, the species tag's own sample
+    events = {f"/{fn.api_name}": fn.fn for fn in demo.fns.values() if fn.api_name}
+    asked = {**_DESIGN, "n_bases": 30, "seed": seed_box.value}
+    def design(**fields) -> tuple[dict, str]:
+        """The design's result (JSON) and the page's text, from the last update."""
+        shown = list(_call(events, "/generate", *{**asked, **fields}.values())[-1].values())
+        return next(part for part in shown if isinstance(part, dict) and "seed" in part), " ".join(map(str, shown))
+
+    (first, page), (second, _) = design(), design()
+    assert first["seed"] != second["seed"] and first["sequences"] != second["sequences"]
+    assert f"seed {first['seed']}" in page  # reported on the page
+    assert design(seed=first["seed"])[0]["sequences"] == first["sequences"]
