@@ -151,3 +151,11 @@ def test_text_a_client_sent_is_made_plain_for_markdown_and_html():
         made = fmt.plain(markup)
         assert "<" not in made and not re.search(r"(?<!\\)\]\(", made) and not re.search(r"(?<!\\)\*\*", made)
     assert fmt.plain("REF_mismatch in 0.5 s") == "REF_mismatch in 0.5 s"  # plain text reads as it was
+
+
+def test_a_progress_line_says_what_is_done_of_how_much_and_what_is_left():
+    from carbon_app.app.progress import progress_line
+
+    assert progress_line(500, 2000, "ALT alleles", 20.0) == "500 of 2,000 ALT alleles (25%) in 20 s, about 60 s left"
+    assert progress_line(0, 2000, "ALT alleles", 3.0) == "0 of 2,000 ALT alleles (0%) in 3 s"  # nothing to go by
+    assert progress_line(2000, 2000, "ALT", 80.0) == "2,000 of 2,000 ALT (100%) in 80 s"

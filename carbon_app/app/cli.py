@@ -20,6 +20,7 @@ from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
 from ..inference.constraints import FIELDS as CONSTRAINT_FIELDS
 from ..inference.spec import METHODS, OWN_RADIUS, parse_delta_radius
+from .progress import progress_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -308,10 +309,7 @@ def _progress_bar(unit: str):
         if now - said[0] < every and done < total:
             return
         said[0] = now
-        line = f"scoring: {done:,} of {total:,} {unit} ({100 * done / max(total, 1):.0f}%) in {now - began:.0f} s"
-        if 0 < done < total:
-            line += f", about {(now - began) * (total - done) / done:.0f} s left"
-        print(line, file=sys.stderr, flush=True)
+        print(f"scoring: {progress_line(done, total, unit, now - began)}", file=sys.stderr, flush=True)
 
     return nullcontext(), progress
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 
 from ...assets import ASSETS
 from ...errors import CarbonError
 from .. import formatting as fmt
 from ..plots import vcf_figure
+from ..progress import progress_line
 from ..service import DEMO_GENOME
 from .common import FREE, Page, fail, on_gpu, run_on_click
 
@@ -42,8 +45,10 @@ def vcf_tab(page: Page) -> None:
     @on_gpu
     def score(model, species, region, genome, upload, window, strand, method, context,
               progress=gr.Progress()):  # noqa: B008
+        began = time.monotonic()
+
         def tell(done: int, total: int) -> None:
-            progress(done / max(total, 1), desc=f"{done:,} of {total:,} ALT alleles")
+            progress(done / max(total, 1), desc=progress_line(done, total, "ALT alleles", time.monotonic() - began))
 
         try:
             result, paths, rows = service.score_vcf(model, genome, upload, progress=tell, window=window,
