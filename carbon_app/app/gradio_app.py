@@ -40,8 +40,9 @@ CSS = """
 """
 
 
-def build_app(manager: ModelManager | None = None, config: AppConfig | None = None) -> gr.Blocks:
-    service = Service(manager or ModelManager(), config or AppConfig.from_env())
+def build_app(manager: ModelManager | None = None, config: AppConfig | None = None,
+              service: Service | None = None) -> gr.Blocks:
+    service = service or Service(manager or ModelManager(), config or AppConfig.from_env())
     models = service.config.models
     examples, hbb = Page.load_examples()
     # uploads and Gradio's copies of served files: cleared hourly once older than the results' retention age
@@ -133,17 +134,16 @@ def launch() -> None:
     grace = whole_number(os.environ.get("CARBON_SHUTDOWN_GRACE_S", "25"), "CARBON_SHUTDOWN_GRACE_S", 0)
     manager = ModelManager()
     config = AppConfig.from_env()
-    if config.server:  # named at start when it cannot be reached or serves another model
-        from ..serving.served import connect
-
+    service = Service(manager, config)
+    if config.server:  # named at start when it cannot be reached or serves another model; kept connected
         for name in config.models:
-            connect(config.server, name)
+            service.model(name)
     elif os.environ.get("CARBON_PRELOAD", "1") != "0":
         for name in config.models:
             bundle = model_thread.call(manager.get, name)  # loaded where requests will run it
             if bundle.draft:
                 model_thread.call(manager.get, bundle.draft)
-    demo = build_app(manager, config)
+    demo = build_app(service=service)
     # api_open=False: a queued event is reached only through the queue, so its bound holds for every client
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
     stop_on_sigterm(grace)

@@ -167,7 +167,7 @@ class Service:
         name = self.served(name)
         with self._dirs_lock:
             if name not in self._dirs:
-                self._dirs[name] = resolve_model_dir(name)
+                self._dirs[name] = resolve_model_dir(name, weights=not self.config.server)  # a server holds them
             return self._dirs[name]
 
     def model_card(self, name: str | None) -> str:

@@ -12,7 +12,6 @@ written once, and the whole file is what one uninterrupted run writes.
 
 from __future__ import annotations
 
-import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,22 +44,15 @@ class Partial:
                 f"holds those and says it is partial (header line ##{KEY}); score-vcf --resume finishes it")
 
 
-def _open(path: Path):
-    return gzip.open(path, "rt") if path.suffix in (".gz", ".bgz") else open(path)
-
-
 def header_lines(path: Path) -> list[str]:
-    """The meta lines (##) of a VCF, read up to its #CHROM line."""
-    lines = []
+    """The meta lines (##) of a VCF, as pysam reads its header."""
+    import pysam
+
     try:
-        with _open(path) as vcf:
-            for line in vcf:
-                if not line.startswith("##"):
-                    break
-                lines.append(line.rstrip("\n"))
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        with pysam.VariantFile(str(path)) as vcf:
+            return [str(line).rstrip("\n") for line in vcf.header.records]
+    except (OSError, ValueError) as exc:
         raise InputError(f"the output '{path.name}' cannot be read to resume it: {exc}") from None
-    return lines
 
 
 def earlier_output(path: Path, settings: str, line_of: list[int]) -> Partial:
@@ -84,16 +76,6 @@ def earlier_output(path: Path, settings: str, line_of: list[int]) -> Partial:
         raise InputError(f"the output '{path.name}' was stopped in a VCF of {total:,} records; this one has "
                          f"{records_total:,}: resume it with the VCF it was made from")
     return Partial(done, total, last, why)
-
-
-def mark(staged: Path, out: Path, partial: Partial, write_to) -> None:
-    """Copy the finished VCF text of `staged` to `out` through `write_to(out)` (a text sink), the partial
-    line added just before its #CHROM line."""
-    with _open(staged) as source, write_to(out) as write:
-        for line in source:
-            if line.startswith("#CHROM"):
-                write(partial.header_line() + "\n")
-            write(line)
 
 
 def kept_rows(tsv: Path, last_line: int):

@@ -31,7 +31,7 @@ from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from ..serving.served import in_process_only
 from .coordinates import GenomicVariant, VariantProblem, _checked
-from .partial import Partial, earlier_output, kept_rows, mark
+from .partial import Partial, earlier_output, kept_rows
 from .reference import Reference
 from .scoring import Outcome, score_batch
 
@@ -313,7 +313,7 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
             staged_vcf.replace(vcf_out)
         else:
             summary.partial = Partial(job.done, len(line_of), job.last_line, stopped.why)
-            mark(staged_vcf, vcf_out, summary.partial, _writer)
+            _mark_partial(staged_vcf, vcf_out, summary.partial)
         if tsv_out:
             staged_tsv.replace(tsv_out)
     if vcf_out.suffix in (".gz", ".bgz") and summary.sorted:  # sorted and bgzipped: a tabix index beside it
@@ -330,6 +330,15 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
     if stopped is not None and stopped.cancelled:  # nobody waits for it: its caller only learns it stopped
         raise stopped
     return summary
+
+
+def _mark_partial(staged: Path, out: Path, partial: Partial) -> None:
+    """Copy the finished VCF text of `staged` to `out`, the partial line added just before its #CHROM line."""
+    with _open_text(staged) as source, _writer(out) as write:
+        for line in source:
+            if line.startswith("#CHROM"):
+                write(partial.header_line() + "\n")
+            write(line)
 
 
 class _VcfJob:
@@ -358,7 +367,7 @@ class _VcfJob:
     def begin(self, clean: Path, write, tsv) -> None:
         import pysam
 
-        self.clean, self.write, self.tsv = clean, write, tsv
+        self.write, self.tsv = write, tsv
         self.records = _records(clean)
         with pysam.VariantFile(str(clean)) as vcf:
             write(str(vcf.header))

@@ -57,6 +57,7 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.card import CARBON_EVALUATION
+from ..serving.served import on_server
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
 from .spec import (  # noqa: F401 (METHODS, parse_delta_radius: where callers have always found them)
     METHODS,
@@ -144,7 +145,7 @@ def _window_logprobs(bundle, seqs: list[str], prompts: list[list[int]], first: i
     In this process sequences are right-padded to whole k-mers and batched, each row left-aligned and
     filled out with the first k-mer id (the model is causal, so a row's filling never reaches its real
     tokens), and the k-mer head runs over at most _HEAD_CHUNK tokens at a time."""
-    if getattr(bundle, "server", None) is not None:  # a ServedModel: the server's log-probs, one block a window
+    if on_server(bundle):  # the server's log-probs, one block a window
         for logprobs in bundle.kmer_logprobs(prompts, first):
             yield [(0, logprobs)]
         return

@@ -93,9 +93,14 @@ SHARED_WINDOWS = "it reads windows that share a prefix from a KV cache held here
 NOT_YET = "the server backend scores variants and sequences; generating through it is not built yet"
 
 
+def on_server(bundle) -> bool:
+    """Whether the model's forward passes run on a server (a `ServedModel`), not in this process."""
+    return isinstance(bundle, ServedModel)
+
+
 def in_process_only(bundle, what: str, why: str = SHARED_WINDOWS) -> None:
     """Refuse, with the reason and what to do, work that only the in-process engine runs."""
-    if getattr(bundle, "server", None) is not None:
+    if on_server(bundle):
         raise ServerError(f"{what} runs in this process only: {why}; leave out --server (CARBON_SERVER) to run "
                           "it here")
 
