@@ -18,34 +18,48 @@ The notebook API in a few names::
 
 Models are cached by `ModelManager` (one per process is enough); the web UI
 and the CLI use the same functions.
+
+Names are imported when first used, so that `import carbon_app.serving.vllm_plugin` in an inference
+server's environment (torch and numpy, no Biopython or pysam) reads nothing else of the package.
 """
 
-from .core.coding import CodingSequence, Consequence
-from .core.tags import SCHEMES, TagScheme
-from .core.tokens import CarbonTokenizer, DnaConfig
-from .errors import CarbonError, InputError, ModelError
-from .genome.reference import Reference
-from .genome.scoring import describe_at, score_at, score_batch
-from .genome.vcf import score_vcf
-from .inference.annotate import VariantReport, describe_variant
-from .inference.constraints import DesignConstraints
-from .inference.generate import GenerationResult, generate, generate_stream, run_design
-from .inference.request import DesignRequest
-from .inference.scan import ScanResult, scan_substitutions
-from .inference.score import SequenceScore, Variant, VariantScore, score_sequence, score_variant
-from .inference.spec import ScoringSpec, resolve_spec
-from .model.bundle import ModelBundle, load_bundle
-from .model.manager import ModelManager
-from .serving.served import ServedModel, connect
+from __future__ import annotations
 
-load_model = load_bundle
-scan = scan_substitutions
+import importlib
 
-__all__ = [
-    "CarbonError", "InputError", "ModelError", "GenerationResult", "generate", "generate_stream", "run_design",
-    "DesignRequest",
-    "ModelBundle", "ModelManager", "load_bundle", "load_model", "SequenceScore", "Variant", "VariantScore",
-    "score_sequence", "score_variant", "scan", "ScanResult", "SCHEMES", "TagScheme", "CarbonTokenizer", "DnaConfig",
-    "CodingSequence", "Consequence", "VariantReport", "describe_variant", "Reference", "score_at", "describe_at",
-    "score_batch", "score_vcf", "DesignConstraints", "ScoringSpec", "resolve_spec", "connect", "ServedModel",
-]
+_WHERE = {
+    ".core.coding": ("CodingSequence", "Consequence"),
+    ".core.tags": ("SCHEMES", "TagScheme"),
+    ".core.tokens": ("CarbonTokenizer", "DnaConfig"),
+    ".errors": ("CarbonError", "InputError", "ModelError"),
+    ".genome.reference": ("Reference",),
+    ".genome.scoring": ("describe_at", "score_at", "score_batch"),
+    ".genome.vcf": ("score_vcf",),
+    ".inference.annotate": ("VariantReport", "describe_variant"),
+    ".inference.constraints": ("DesignConstraints",),
+    ".inference.generate": ("GenerationResult", "generate", "generate_stream", "run_design"),
+    ".inference.request": ("DesignRequest",),
+    ".inference.scan": ("ScanResult", "scan_substitutions"),
+    ".inference.score": ("SequenceScore", "Variant", "VariantScore", "score_sequence", "score_variant"),
+    ".inference.spec": ("ScoringSpec", "resolve_spec"),
+    ".model.bundle": ("ModelBundle", "load_bundle"),
+    ".model.manager": ("ModelManager",),
+    ".serving.served": ("ServedModel", "connect"),
+}
+_ALIASES = {"load_model": "load_bundle", "scan": "scan_substitutions"}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+
+__all__ = sorted([*_MODULE_OF, *_ALIASES])
+
+
+def __getattr__(name: str):
+    real = _ALIASES.get(name, name)
+    if real not in _MODULE_OF:
+        raise AttributeError(f"module 'carbon_app' has no attribute '{name}'")
+    value = getattr(importlib.import_module(_MODULE_OF[real], __name__), real)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
