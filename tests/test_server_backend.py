@@ -14,6 +14,7 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from carbon_app.core.dna import read_fasta
@@ -84,6 +85,64 @@ def test_scores_through_the_server_equal_the_engines(served, demo):
 
 
 @pytest.mark.integration
+def test_designs_through_the_server_are_the_engines_greedy_ones_and_draw_from_its_distributions(served, demo):
+    """With Carbon's plugin on the server: greedy designs (masked, fixed leftover bases, both modes) are the
+    in-process engine's, base for base and probability for probability; a sampled design's every step was
+    drawn from the distribution the engine gives the same tokens; a seed names one design there."""
+    import torch
+
+    from carbon_app.inference.generate import generate, plan_generation
+    from carbon_app.inference.marginals import log_marginals
+    from carbon_app.inference.request import DesignRequest
+    from carbon_app.inference.sampling import StepMasks, step_logprobs
+
+    assert served.takes_designs
+    for options in ({"mode": "bp"}, {"mode": "token"}, {"mask": "NNNNRRRRYYYYAAAACCCCNN", "mode": "bp"}):
+        remote, local = (generate(model, "ATGGCCACG", 22, temperature=0, **options) for model in (served, demo))
+        assert remote.sequences == local.sequences
+        np.testing.assert_allclose(remote.base_probs, local.base_probs, atol=1e-4)
+    assert remote.sequences[0].endswith("AAAACCCC", 0, 20)
+    request = DesignRequest.from_options("ATGGCCACG", 22, seed=11, samples=3, mode="bp", temperature=0.8, top_k=900,
+                                         top_p=0.95, mask="NNNNNNNNNNNNNNNNNNNNSS")
+    remote = generate(served, request.prompt, 22, mask=request.mask, seed=11, samples=3, temperature=0.8, top_k=900,
+                      top_p=0.95)
+    assert len(set(remote.sequences)) == 3 and all(seq[-2:] in {"GG", "GC", "CG", "CC"} for seq in remote.sequences)
+    again = generate(served, request.prompt, 22, mask=request.mask, seed=11, samples=3, temperature=0.8, top_k=900,
+                     top_p=0.95)
+    assert again.sequences == remote.sequences
+    plan = plan_generation(demo, request)
+    masks = StepMasks(torch.from_numpy(plan.allowed))
+    for row, seq in enumerate(remote.sequences):
+        made = (plan.fixed_bases + seq)[: (plan.n_tokens - 1) * demo.k]  # the tokens read before the last
+        ids = plan.prompt_ids + demo.tokenizer.kmer_ids(made)
+        hidden = demo.hidden_states(torch.tensor([ids]))[0, len(plan.prompt_ids) - 1:]
+        engine = torch.cat([log_marginals(step_logprobs(demo.kmer_logits(hidden[step:step + 1]), request.sampling,
+                                                        masks[step]), tails="drop")[0]
+                            for step in range(plan.n_tokens)]).exp()
+        start = len(plan.fixed_bases)
+        assert torch.allclose(torch.from_numpy(remote.base_marginals[row]), engine[start:start + 22], atol=1e-4)
+
+
+@pytest.mark.integration
+def test_a_server_without_the_plugin_designs_in_token_mode_and_refuses_what_needs_it(served, demo):
+    from carbon_app.inference.generate import generate
+
+    stock = replace(served, takes_designs=False)  # requests without Carbon's arguments: vLLM's own sampler
+    remote, local = (generate(model, "ATGGCC", 18, temperature=0, mode="token") for model in (stock, demo))
+    assert remote.sequences == local.sequences
+    np.testing.assert_allclose(remote.base_probs, local.base_probs, atol=1e-4)
+    sampled = generate(stock, "ATGGCC", 18, mode="token", seed=5, samples=2, top_k=40)
+    assert len(set(sampled.sequences)) == 2
+    with pytest.raises(ServerError, match=r"base-level sampling \(mode 'bp'\) needs Carbon's plugin on the server"):
+        generate(stock, "ATGGCC", 18)
+    with pytest.raises(ServerError, match="a mask, or a prompt that is not a whole number of k-mers"):
+        generate(stock, "ATGGCCA", 18, mode="token")
+    with pytest.raises(ServerError, match="a design with constraints runs in this process only: design constraints "
+                                          "step back"):
+        generate(served, "ATGGCC", 18, max_homopolymer=3)
+
+
+@pytest.mark.integration
 def test_a_server_that_returns_too_few_logprobs_is_refused_where_the_missing_mass_matters(served):
     few = replace(served, served=replace(served.served, vocab_returned=50))
     with pytest.raises(ServerError, match=r"returns the 50 most likely of the model's 4,124 ids a position.*"
@@ -95,18 +154,48 @@ def test_a_server_that_returns_too_few_logprobs_is_refused_where_the_missing_mas
 def test_the_command_line_scores_through_the_server_and_refuses_what_it_cannot_run_there(vllm_url, demo, capsys,
                                                                                          monkeypatch):
     from carbon_app.app.cli import main
+    from carbon_app.inference.generate import generate
 
     monkeypatch.delenv("CARBON_MODEL", raising=False)
     assert main(["score", "--server", vllm_url, "--fasta", str(REPO / "assets/examples/hbb.fa"), "--variant",
                  "1206:A>T", "--window", "300", "--frames", "1", "--json"]) == 0, capsys.readouterr().err
     local = score_variant(demo, HBB, "1206:A>T", window=300, frames=1)
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["delta"] == pytest.approx(local.delta, abs=1e-4)
-    assert main(["generate", "--server", vllm_url, "--bases", "12"]) == 2
-    assert "generation runs in this process only" in capsys.readouterr().err
+    assert main(["generate", "--server", vllm_url, "--bases", "12", "--temperature", "0", "--json"]) == 0
+    design = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert design["sequences"] == generate(demo, "", 12, temperature=0).sequences
+    assert main(["generate", "--server", vllm_url, "--bases", "12", "--avoid", "EcoRI"]) == 2
+    assert "a design with constraints runs in this process only" in capsys.readouterr().err
     monkeypatch.setenv("CARBON_SERVER", vllm_url)  # the setting, as a deployment gives it
     assert main(["score", "--model", "carbon-demo-draft", "--sequence", "ACGTACGTAC"]) == 2
     refused = capsys.readouterr().err
     assert "serves 'carbon-demo'" in refused and "not carbon-demo-draft" in refused
+
+
+@pytest.mark.integration
+def test_a_vcf_through_the_server_gets_the_engines_deltas_and_a_failing_server_flags_each_record(vllm_url, served,
+                                                                                              tmp_path, capsys):
+    from carbon_app.app.cli import main
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.vcf import score_vcf
+
+    vcf, fasta = REPO / "assets/examples/hbb_variants.vcf", REPO / "assets/examples/hbb.fa"
+    tables = {}
+    for where, server in (("here", []), ("there", ["--server", vllm_url])):
+        tables[where] = tmp_path / f"{where}.tsv"
+        assert main(["score-vcf", *server, "--model", "carbon-demo", "--reference", str(fasta), "--vcf", str(vcf),
+                     "--out", str(tmp_path / f"{where}.vcf"), "--tsv", str(tables[where]), "--frames", "2"]) == 0
+    rows = {where: [line.split("\t") for line in table.read_text().splitlines()[1:]]
+            for where, table in tables.items()}
+    deltas = [(float(a[6]), float(b[6])) for a, b in zip(rows["here"], rows["there"], strict=True) if a[6]]
+    assert len(deltas) == 7 and max(abs(a - b) for a, b in deltas) < 1e-4
+    assert [row[7] for row in rows["there"]] == [row[7] for row in rows["here"]]  # the REF mismatch flagged alike
+    capsys.readouterr()
+    gone = replace(served, server=ServerClient(f"http://127.0.0.1:{_free_port()}", tries=1))
+    summary = score_vcf(gone, Reference(fasta), vcf, tmp_path / "gone.vcf", tmp_path / "gone.tsv", frames=2)
+    assert summary.alts == 8 and summary.problems["server_error"] == 7  # flagged, written back, not lost
+    kept = (tmp_path / "gone.tsv").read_text()
+    assert kept.count("cannot be reached") == 7 and kept.count("REF_mismatch") == 1
 
 
 class _Flaky(BaseHTTPRequestHandler):
@@ -159,10 +248,11 @@ def test_the_client_retries_a_busy_server_names_a_refused_key_without_showing_it
 
 
 @pytest.mark.integration
-def test_the_app_with_carbon_server_scores_there_shows_the_server_and_refuses_what_runs_here_only(vllm_url, demo,
-                                                                                                  tmp_path):
+def test_the_app_with_carbon_server_scores_and_designs_there_and_refuses_what_runs_here_only(vllm_url, demo, tmp_path):
     from gradio_client import Client
     from gradio_client.exceptions import AppError
+
+    from carbon_app.inference.generate import generate
 
     from .conftest import launch_app
 
@@ -176,8 +266,11 @@ def test_the_app_with_carbon_server_scores_there_shows_the_server_and_refuses_wh
                                 "none", "", 0, api_name="/score_variant")[-1]
         local = score_variant(demo, HBB, "1206:A>T", window=300, strand_average=False, method="marginal")
         assert scored["delta"] == pytest.approx(local.delta, abs=1e-4)
-        with pytest.raises(AppError, match="generation runs in this process only"):
-            client.predict("carbon-demo", "none", "none", "ATGGCC", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
+        design = client.predict("carbon-demo", "none", "none", "ATGGCC", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
+                                api_name="/generate")[-1]
+        assert design["sequences"] == generate(demo, "ATGGCC", 12, temperature=0).sequences
+        with pytest.raises(AppError, match="speculative decoding .*runs in this process only"):
+            client.predict("carbon-demo", "none", "none", "ATGGCC", None, 12, "", "bp", 0, 0, 1.0, 0, 1, True,
                            api_name="/generate")
     finally:
         process.terminate()
@@ -206,3 +299,46 @@ def test_a_client_of_a_server_reads_a_hub_models_codec_without_its_weights(tmp_p
     assert path.name == commit and not list(path.glob("*.safetensors"))
     tokenizer, tags, config = load_codec(path)
     assert tokenizer.k == 6 and tokenizer.n_kmers == 4096 and "mammal" in tags.species and config.vocab_size == 4124
+
+
+def test_a_designs_arguments_reach_the_plugin_as_the_engine_holds_them_and_malformed_ones_are_named(demo):
+    """The request's allowed bases, written by the client and read as the plugin reads them, are the
+    engine's own step masks; a malformed argument is refused with its name (the server answers 400)."""
+    import torch
+
+    from carbon_app.inference.generate import plan_generation
+    from carbon_app.inference.request import DesignRequest
+    from carbon_app.inference.sampling import StepMasks
+    from carbon_app.serving.design_args import DesignArgs, encode_allowed
+
+    request = DesignRequest.from_options("ATGGCCAC", 20, mask="NNRYSWKMBDHVNNNNACGT", mode="token", temperature=0.7,
+                                         top_k=9, top_p=0.9, seed=1)
+    plan = plan_generation(demo, request)
+    sent = DesignArgs(request.sampling, demo.tokenizer.kmer_start_id, demo.k, encode_allowed(plan.allowed))
+    read = DesignArgs.from_xargs({**sent.to_xargs(), "unrelated": 1})
+    assert read == sent and read.params == request.sampling
+    engine, plugin = StepMasks(torch.from_numpy(plan.allowed)), read.step_masks(torch.device("cpu"))
+    assert len(engine) == len(plugin) == plan.n_tokens
+    for step in range(plan.n_tokens):
+        assert torch.equal(engine[step], plugin[step])
+    assert encode_allowed(plan_generation(demo, DesignRequest.from_options("ATGGCC", 20, seed=1)).allowed) is None
+    assert DesignArgs.from_xargs({"other": 1}) is None  # not a Carbon design: the plugin leaves it alone
+    for bad, named in (({"carbon_k": 6}, "carbon_mode is missing"),
+                       ({**sent.to_xargs(), "carbon_allowed": "f0"}, "one hex digit 1-f per generated base"),
+                       ({**sent.to_xargs(), "carbon_temperature": "hot"}, "malformed"),
+                       ({**sent.to_xargs(), "carbon_mode": "codon"}, "mode must be 'bp'")):
+        with pytest.raises(ValueError, match=named):
+            DesignArgs.from_xargs(bad)
+
+
+def test_the_plugins_own_imports_are_torch_and_numpy_only_so_it_loads_in_vllms_environment():
+    """vLLM's environment has no Gradio, pysam, Biopython, plotly, Ray or httpx: the plugin's modules (all but
+    vLLM's own interface) must import without them."""
+    import subprocess
+    import sys
+
+    script = ("import sys; import carbon_app.serving.design_args, carbon_app.inference.sampling; "
+              "print(sorted({m.split('.')[0] for m in sys.modules} & "
+              "{'gradio', 'pysam', 'Bio', 'plotly', 'ray', 'httpx', 'transformers', 'dnachisel', 'pandas'}))")
+    shown = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "[]", shown.stdout + shown.stderr

@@ -38,7 +38,7 @@ from ..model.card import CARBON_EVALUATION, measured_setup
 from ..model.hub import bundled_models, configured_models, default_model_name, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
 from ..serving.client import ServerClient
-from ..serving.served import ServedModel, connect
+from ..serving.served import OWN_DRAFTS, ServedModel, connect, in_process_only
 from .results import Retention, new_result_folder
 
 log = logging.getLogger("carbon_app")
@@ -278,6 +278,7 @@ class Service:
         draft = None
         note = ""
         if speculative:
+            in_process_only(target, "speculative decoding with a draft model", OWN_DRAFTS)
             if target.draft:
                 draft = self.manager.get(target.draft)
             else:

@@ -10,8 +10,10 @@ deltas are the same.
 
 from __future__ import annotations
 
+import contextvars
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -22,9 +24,11 @@ from ..core.stopping import checkpoint
 from ..inference.annotate import VariantReport, describe_stages, describe_variant, last
 from ..inference.context import ScoreContext, checked_radius, rank_in
 from ..inference.scan import mean_substitution_deltas
-from ..inference.score import Variant, VariantScore, frame_windows
+from ..inference.score import Variant, VariantScore, frame_windows, variant_passes
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
+from ..serving.client import ServerError
+from ..serving.served import in_process_only, on_server
 from .coordinates import GenomicVariant, VariantProblem, cut_window, parse_genomic
 from .reference import ContigBases, Reference
 
@@ -125,6 +129,8 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
     ranked among the substitutions within that many bases. `progress(n)` is told each time n more variants
     are done."""
     spec = resolve_spec(bundle, spec, **settings)
+    if on_server(bundle):
+        return _score_on_server(bundle, reference, variants, spec, progress)
     radius, span = spec.context, _span(spec)
     outcomes = [Outcome() for _ in variants]
     substitutions: dict[str, list[int]] = defaultdict(list)  # contig -> indices of variants
@@ -149,6 +155,35 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
             _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec)
             _tell(progress, len(cluster))
     return outcomes
+
+
+def _score_on_server(bundle, reference: Reference, variants: list[GenomicVariant], spec: ScoringSpec,
+                     progress) -> list[Outcome]:
+    """A batch on an inference server: each variant read in its own windows, as `score_at` reads it (the
+    scan's shared windows need a KV cache held here; the deltas are the same), and of each window only the
+    tokens its delta sums, with the server model's `in_flight` requests at the server at once. A variant the
+    server fails on (an error, a timeout) is flagged with the reason and the batch goes on."""
+    if spec.context:
+        in_process_only(bundle, "a delta's context (its ranking among the substitutions near it)")
+    span = _span(spec)
+
+    def one(var: GenomicVariant) -> Outcome:
+        checkpoint()
+        try:
+            cut = cut_window(reference, var, span)
+            passes = variant_passes(bundle, cut.bases, cut.local(var), spec, delta_only=True)
+        except VariantProblem as exc:
+            return Outcome(problem=exc.code, message=str(exc))
+        except ServerError as exc:
+            return Outcome(problem="server_error", message=str(exc), notes=cut.notes)
+        finally:
+            _tell(progress, 1)
+        return Outcome(delta=passes.delta(spec.method, spec.delta_radius), notes=cut.notes,
+                       window=(cut.start + passes.start + 1, cut.start + passes.end))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(bundle.in_flight, len(variants)))) as pool:
+        # each task in its own copy of the caller's context: a cancel or shutdown reaches its checkpoint
+        return [job.result() for job in [pool.submit(contextvars.copy_context().run, one, var) for var in variants]]
 
 
 def _tell(progress, n: int) -> None:

@@ -29,7 +29,6 @@ from ..core.stopping import Stopped, boundary
 from ..errors import InputError
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
-from ..serving.served import in_process_only
 from .coordinates import GenomicVariant, VariantProblem, _checked
 from .partial import Partial, earlier_output, kept_rows
 from .reference import Reference
@@ -290,7 +289,6 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
             raise InputError(f"the folder of the output '{out}' does not exist: make it first")
         if out is not None and out.is_dir():
             raise InputError(f"the output '{out}' is a folder: name a file")
-    in_process_only(bundle, "score-vcf")
     scorer = scorer or LocalScorer(bundle, reference, resolve_spec(bundle, spec, **settings))
     spec, model_name = scorer.spec, scorer.model_name
     settings_line = f"model={model_name},genome={reference.name}," + spec.header()

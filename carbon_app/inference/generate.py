@@ -27,7 +27,8 @@ from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.graphs import forward_over
 from ..model.kv import preallocated_cache
-from ..serving.served import NOT_YET, in_process_only
+from ..serving.design import design_steps
+from ..serving.served import OWN_DRAFTS, STEPS_BACK, in_process_only, on_server
 from .constraints import (
     MAX_STEPS_BACK,
     ConstraintChecker,
@@ -251,7 +252,8 @@ def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")
 
 
-#: How the tokens are chosen, picked once per run from what it has: design constraints, a draft model.
+#: How the tokens are chosen, picked once per run from what it has: design constraints, a draft model
+#: (or "served": an inference server makes them).
 STRATEGIES = {(False, False): "plain", (True, False): "constrained", (False, True): "speculative",
               (True, True): "speculative, constrained"}
 
@@ -259,6 +261,8 @@ STRATEGIES = {(False, False): "plain", (True, False): "constrained", (False, Tru
 def _decode_steps(strategy: str, bundle, draft, plan, allowed, request, noise, stats, checker):
     """The run's (step, (k-mers, log-probs)) under `strategy`: a step may come again after a step back."""
     params, samples = request.sampling, request.samples
+    if strategy == "served":
+        return enumerate(design_steps(bundle, plan, request))
     if strategy == "plain":
         return enumerate(decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise))
     if strategy == "constrained":
@@ -281,8 +285,11 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
                stream_every: int = 0) -> Iterator[GenerationResult]:
     """The engine's design: a checked `request` on `bundle` (with `draft` proposing tokens, if given),
     yielding partial results every `stream_every` tokens when it is positive and the final result last."""
-    in_process_only(bundle, "generation", NOT_YET)
     params, samples, seed, constraints = request.sampling, request.samples, request.seed, request.constraints
+    if constraints:
+        in_process_only(bundle, "a design with constraints", STEPS_BACK)
+    if draft is not None:
+        in_process_only(bundle, "a draft model", OWN_DRAFTS)
     plan = plan_generation(bundle, request)
     checker = None
     if constraints:
@@ -294,7 +301,7 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
                         f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")
     if draft is not None:
         check_draft(bundle, draft)
-    strategy = STRATEGIES[checker is not None, draft is not None]
+    strategy = "served" if on_server(bundle) else STRATEGIES[checker is not None, draft is not None]
     stats = SpeculativeStats(draft_model=draft.name) if draft is not None else None
     noise = None if params.greedy else StepNoise(seed, samples, bundle.tokenizer.n_kmers, bundle.device)
     allowed = torch.from_numpy(plan.allowed).to(bundle.device)

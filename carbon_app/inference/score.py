@@ -110,16 +110,18 @@ def pass_tokens(bundle: ModelBundle) -> int:
 
 
 @torch.inference_mode()
-def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tuple[str, ...]
-                 ) -> list[tuple[dict[str, torch.Tensor], torch.Tensor, list[int]]]:
+def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tuple[str, ...],
+                 wanted: list[range] | None = None) -> list[tuple[dict[str, torch.Tensor], torch.Tensor, list[int]]]:
     """({method: per-base log-probs [L]} for each of `methods`, marginals [L, 4], prompt ids) of each clean
     sequence: one forward pass read every way asked (in this process, or on the server a `ServedModel`
-    names: the same reading of the same log-probs)."""
+    names: the same reading of the same log-probs). With `wanted` (per sequence, the bases that will be
+    read) a server is asked for the tokens holding those bases alone, and the other bases are NaN."""
     k = bundle.k
     prompts = [bundle.tokenizer.encode(dna_prompt(prefix, seq, k)) for seq in seqs]
     first = len(bundle.tokenizer.encode(dna_prompt(prefix))) - 1  # <dna>: its logits predict the first k-mer
+    rows = None if wanted is None else [{base // k for base in bases} for bases in wanted]
     out = []
-    for seq, prompt, blocks in zip(seqs, prompts, _window_logprobs(bundle, seqs, prompts, first), strict=True):
+    for seq, prompt, blocks in zip(seqs, prompts, _window_logprobs(bundle, seqs, prompts, first, rows), strict=True):
         n_tokens = len(prompt) - 1 - first
         allowed = torch.ones(n_tokens * k, 4, dtype=torch.bool)
         allowed[: len(seq)] = torch.from_numpy(mask_from_template(seq))
@@ -139,14 +141,16 @@ def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tup
     return out
 
 
-def _window_logprobs(bundle, seqs: list[str], prompts: list[list[int]], first: int):
-    """Per prompt, its k-mer log-probs after `<dna>` as (first token, [tokens, 4^k]) blocks.
+def _window_logprobs(bundle, seqs: list[str], prompts: list[list[int]], first: int,
+                     rows: list[set[int]] | None = None):
+    """Per prompt, its k-mer log-probs after `<dna>` as (first token, [tokens, 4^k]) blocks (on a server, of
+    the tokens `rows` names alone where it names them: `ServedModel.kmer_logprobs`).
 
     In this process sequences are right-padded to whole k-mers and batched, each row left-aligned and
     filled out with the first k-mer id (the model is causal, so a row's filling never reaches its real
     tokens), and the k-mer head runs over at most _HEAD_CHUNK tokens at a time."""
     if on_server(bundle):  # the server's log-probs, one block a window
-        for logprobs in bundle.kmer_logprobs(prompts, first):
+        for logprobs in bundle.kmer_logprobs(prompts, first, rows):
             yield [(0, logprobs)]
         return
     widest = max(len(ids) for ids in prompts)
@@ -430,9 +434,11 @@ class VariantPasses:
 
 
 def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, spec: ScoringSpec,
-                   methods: tuple[str, ...] | None = None) -> VariantPasses:
+                   methods: tuple[str, ...] | None = None, delta_only: bool = False) -> VariantPasses:
     """The forward passes that score `variant` in `sequence` as `spec` (resolved) says, read with `methods`
-    (default: the spec's own), checked: the variant against the sequence, its alleles against the context."""
+    (default: the spec's own), checked: the variant against the sequence, its alleles against the context.
+    `delta_only`: only the spec's delta will be read, so a server is asked for the bases within its radius
+    alone (the tracks elsewhere are NaN)."""
     methods = (spec.method,) if methods is None else tuple(dict.fromkeys(methods))
     for method in methods:
         check_method(method)
@@ -463,13 +469,22 @@ def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, s
     alt_span = ref_span[:offset] + var.alt + ref_span[offset + lr :]
     alt_size = size + la - lr
     windows = [w for f in starts for w in (ref_span[f : f + size], alt_span[f : f + alt_size])]
+    wanted = None
+    if delta_only and spec.delta_radius is not None:  # the bases `frame_deltas` sums, in each window
+        near = spec.delta_radius
+        wanted = [range(max(0, offset - near - f), min(width, offset + allele + near - f))
+                  for f in starts for width, allele in ((size, lr), (alt_size, la))]
     if spec.strand_average:
-        windows += [reverse_complement(w) for w in windows]
+        forward = windows
+        windows = forward + [reverse_complement(w) for w in forward]
+        if wanted is not None:  # the same bases, read from the other end
+            wanted += [range(len(w) - bases.stop, len(w) - bases.start)
+                       for w, bases in zip(forward, wanted, strict=True)]
     columns = [(i, i) for i in range(offset)]
     columns += [(None if r is None else offset + r, None if a is None else offset + a) for r, a in var.alignment()]
     columns += [(offset + lr + i, offset + la + i) for i in range(len(ref_span) - offset - lr)]
     return VariantPasses(var, spec, start, end, starts, size, ref_span, alt_span, columns,
-                         _score_batch(bundle, windows, spec.prefix, methods), windows)
+                         _score_batch(bundle, windows, spec.prefix, methods, wanted), windows)
 
 
 def score_variant(

@@ -114,6 +114,53 @@ class ServerClient:
                               "prompt_logprobs?")
         return [None if p is None else {int(i): float(v["logprob"]) for i, v in p.items()} for p in positions]
 
+    def next_logprobs(self, model: str, ids: list[int], top: int) -> dict[int, float]:
+        """{token id: log-prob} of the `top` most likely ids after `ids`: one greedy step's own log-probs
+        (the model's: no sampling setting, no Carbon design argument changes them)."""
+        answer = self._send("POST", "/v1/completions", {"model": model, "prompt": ids, "max_tokens": 1,
+                                                        "temperature": 0, "logprobs": top,
+                                                        "return_tokens_as_token_ids": True})
+        steps = (answer["choices"][0].get("logprobs") or {}).get("top_logprobs")
+        if not steps:
+            raise ServerError(f"the server {self.url} returned no log-probs for a step: is it vLLM (or SGLang)?")
+        return {int(key.rsplit(":", 1)[1]): float(value) for key, value in steps[0].items()}
+
+    def complete(self, model: str, prompt_ids: list[int], n_tokens: int, *, samples: int, seed: int,
+                 sampling: dict, top_logprobs: int, xargs: dict | None = None,
+                 allowed_ids: list[int] | None = None) -> list[tuple[list[int], list[dict[int, float]]]]:
+        """`samples` completions of exactly `n_tokens` ids after `prompt_ids` (the server's own `n` and seed;
+        `sampling`: its temperature, top_k, top_p), each as (ids, per token {id: log-prob} of the
+        `top_logprobs` most likely under what the token was drawn from)."""
+        body = {"model": model, "prompt": prompt_ids, "max_tokens": n_tokens, "min_tokens": n_tokens,
+                "ignore_eos": True, "n": samples, "seed": seed, "logprobs": top_logprobs,
+                "return_tokens_as_token_ids": True, "return_token_ids": True, **sampling}
+        if xargs:
+            body["vllm_xargs"] = xargs
+        if allowed_ids is not None:
+            body["allowed_token_ids"] = allowed_ids
+        choices = sorted(self._send("POST", "/v1/completions", body)["choices"], key=lambda c: c["index"])
+        out = []
+        for choice in choices:
+            ids, steps = choice.get("token_ids"), (choice.get("logprobs") or {}).get("top_logprobs")
+            if ids is None or steps is None or len(ids) != n_tokens:
+                raise ServerError(f"the server {self.url} returned {len(ids or [])} of {n_tokens} tokens or no "
+                                  "log-probs: is it vLLM with return_token_ids?")
+            out.append((ids, [{int(key.rsplit(":", 1)[1]): float(value) for key, value in step.items()}
+                              for step in steps]))
+        return out
+
+    def takes_designs(self, model: str, probe_id: int) -> bool:
+        """Whether the server runs Carbon's design plugin (`vllm_plugin`): it refuses a request whose Carbon
+        arguments are incomplete; a server without it ignores them and answers."""
+        try:
+            self._send("POST", "/v1/completions", {"model": model, "prompt": [probe_id], "max_tokens": 1,
+                                                    "vllm_xargs": {"carbon_k": 6}})
+        except ServerError as exc:
+            if "Carbon design argument" in str(exc):
+                return True
+            raise
+        return False
+
     def tokenize(self, model: str, text: str) -> list[int]:
         return self._send("POST", "/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})["tokens"]
 

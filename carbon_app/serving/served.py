@@ -16,6 +16,9 @@ the flag that fixes it.
 from __future__ import annotations
 
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +26,12 @@ import torch
 
 from ..core.tags import TagScheme
 from ..core.tokens import CarbonTokenizer
+from ..core.validate import whole_number
 from ..model.bundle import Context
 from ..model.card import ModelCard
 from .client import ServerClient, ServerError, ServerInfo
 
+IN_FLIGHT = 8  # requests one job keeps at the server at once (CARBON_SERVER_IN_FLIGHT): it batches them
 MISSING_MASS = 1e-3  # probability a window's positions may leave unreturned: about 1e-3 nats on a delta
 LOGPROB_HEADROOM = 256  # ids asked for beyond the k-mers and the ids before them, for tags that outrank some
 
@@ -51,6 +56,8 @@ class ServedModel(Context):
     server: ServerClient
     served: ServerInfo
     vocab_size: int  # ids of the model's vocabulary: what --max-logprobs must cover
+    takes_designs: bool = False  # the server runs Carbon's design plugin (masks, base-level sampling)
+    in_flight: int = IN_FLIGHT  # requests one job keeps at the server at once
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     dtype: torch.dtype = torch.float32
     memory: _NoLocalMemory = field(default_factory=_NoLocalMemory)
@@ -58,39 +65,87 @@ class ServedModel(Context):
     info: dict = field(default_factory=dict)
     graph_pools: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self._slots = threading.BoundedSemaphore(self.in_flight)
+
     def describe(self) -> dict:
         return {"name": self.name, "server": self.served.url, "served_as": self.served.model,
                 "context_tokens": self.max_tokens, "context_bases": self.max_bases, "k": self.k,
-                "tag_scheme": self.tags.name, "logprobs_per_position": self.served.vocab_returned}
+                "tag_scheme": self.tags.name, "logprobs_per_position": self.served.vocab_returned,
+                "design_plugin": self.takes_designs}
 
-    def kmer_logprobs(self, prompts: list[list[int]], first: int) -> list[torch.Tensor]:
+    def kmer_logprobs(self, prompts: list[list[int]], first: int,
+                      rows: list[set[int]] | None = None) -> list[torch.Tensor]:
         """Per prompt, [tokens after index `first`, 4^k] log-probs of each k-mer given what precedes it,
-        normalised over the k-mers (as the in-process engine's k-mer head normalises them)."""
-        start, n = self.tokenizer.kmer_start_id, self.tokenizer.n_kmers
-        # the k-mers and what ranks above them, not a 150k-id vocabulary (gigabytes of JSON a window)
-        top = min(self.served.vocab_returned, start + n + LOGPROB_HEADROOM)
+        normalised over the k-mers (as the in-process engine's k-mer head normalises them).
+
+        With `rows` (per prompt, the tokens whose distributions are wanted) the rest are NaN, so that nothing
+        reads them unnoticed, and each wanted one is asked alone: one generation step's log-probs after its
+        prefix (the server reuses the prefix's KV cache), once for all prompts that share that prefix. A
+        variant's delta within a radius needs a few tokens of each window, where the whole window's
+        distributions would be megabytes of JSON."""
+        if rows is None:
+            return self._map(lambda prompt: self._window(prompt, first), prompts)
+        prefixes = list(dict.fromkeys(tuple(prompt[: first + 1 + row])
+                                      for prompt, wanted in zip(prompts, rows, strict=True) for row in wanted))
+        top = self._top()
+        asked = dict(zip(prefixes, self._map(
+            lambda prefix: self._row(self.server.next_logprobs(self.served.model, list(prefix), top), top,
+                                     len(prefix) - first),
+            prefixes), strict=True))
         out = []
-        for prompt in prompts:
-            positions = self.server.prompt_logprobs(self.served.model, prompt, top)
-            rows = torch.full((len(prompt) - 1 - first, n), -math.inf, dtype=torch.float64)
-            for row, returned in enumerate(positions[first + 1:]):
-                ids = torch.tensor(list(returned), dtype=torch.long)
-                values = torch.tensor(list(returned.values()), dtype=torch.float64)
-                unseen = max(0.0, 1.0 - float(values.exp().sum()))
-                if top < self.vocab_size and unseen > MISSING_MASS:
-                    raise ServerError(
-                        f"the server {self.served.url} returns the {top:,} most likely of the model's "
-                        f"{self.vocab_size:,} ids a position, and at token {row + 1} of a window the ids left out "
-                        f"may hold {unseen:.2g} of the probability (more than {MISSING_MASS:g}): start it with "
-                        f"--max-logprobs {min(self.vocab_size, start + n + LOGPROB_HEADROOM)} or more")
-                dna = (ids >= start) & (ids < start + n)
-                rows[row, ids[dna] - start] = values[dna]
-            out.append(torch.log_softmax(rows, dim=-1).float())
+        for prompt, wanted in zip(prompts, rows, strict=True):
+            logprobs = torch.full((len(prompt) - 1 - first, self.tokenizer.n_kmers), math.nan)
+            for row in wanted:
+                logprobs[row] = asked[tuple(prompt[: first + 1 + row])]
+            out.append(logprobs)
         return out
+
+    def _map(self, fn, items: list) -> list:
+        """`fn` (one request) over `items`, with at most `in_flight` requests of this model at the server at
+        once, however many jobs and threads ask (it batches them)."""
+        def bounded(item):
+            with self._slots:
+                return fn(item)
+
+        if len(items) == 1:
+            return [bounded(items[0])]
+        with ThreadPoolExecutor(max_workers=min(self.in_flight, len(items))) as pool:
+            return list(pool.map(bounded, items))
+
+    def _top(self) -> int:
+        """Log-probs asked per position: the k-mers and what ranks above them, not a 150k-id vocabulary
+        (gigabytes of JSON a window)."""
+        return min(self.served.vocab_returned, self.tokenizer.kmer_start_id + self.tokenizer.n_kmers + LOGPROB_HEADROOM)
+
+    def _window(self, prompt: list[int], first: int) -> torch.Tensor:
+        top = self._top()
+        positions = self.server.prompt_logprobs(self.served.model, prompt, top)
+        return torch.stack([self._row(returned, top, row + 1) for row, returned in enumerate(positions[first + 1:])])
+
+    def _row(self, returned: dict[int, float], top: int, token: int) -> torch.Tensor:
+        """[4^k] k-mer log-probs, normalised over the k-mers, of one position's returned {id: log-prob};
+        refused where the ids left out may hold more than MISSING_MASS."""
+        start, n = self.tokenizer.kmer_start_id, self.tokenizer.n_kmers
+        ids = torch.tensor(list(returned), dtype=torch.long)
+        values = torch.tensor(list(returned.values()), dtype=torch.float64)
+        unseen = max(0.0, 1.0 - float(values.exp().sum()))
+        if top < self.vocab_size and unseen > MISSING_MASS:
+            raise ServerError(
+                f"the server {self.served.url} returns the {top:,} most likely of the model's "
+                f"{self.vocab_size:,} ids a position, and at token {token} of a window the ids left out "
+                f"may hold {unseen:.2g} of the probability (more than {MISSING_MASS:g}): start it with "
+                f"--max-logprobs {min(self.vocab_size, start + n + LOGPROB_HEADROOM)} or more")
+        row = torch.full((n,), -math.inf, dtype=torch.float64)
+        dna = (ids >= start) & (ids < start + n)
+        row[ids[dna] - start] = values[dna]
+        return torch.log_softmax(row, dim=-1).float()
 
 
 SHARED_WINDOWS = "it reads windows that share a prefix from a KV cache held here, which a server does not lend"
-NOT_YET = "the server backend scores variants and sequences; generating through it is not built yet"
+STEPS_BACK = "design constraints step back from a dead end to an earlier token, which a server's sampler cannot"
+OWN_DRAFTS = ("the server drafts with its own speculative decoding (vLLM's --speculative-config), not with a "
+              "draft model here")
 
 
 def on_server(bundle) -> bool:
@@ -139,4 +194,7 @@ def connect(url: str, model: str, api_key: str | None = None, served_as: str | N
     context = min(int(config.max_position_embeddings), served.max_tokens or config.max_position_embeddings)
     return ServedModel(name=model, path=path,
                        tokenizer=tokenizer, tags=tags, max_tokens=context, card=ModelCard(path), server=server,
-                       served=served, vocab_size=int(config.vocab_size), info={"server": server.url})
+                       served=served, vocab_size=int(config.vocab_size),
+                       takes_designs=server.takes_designs(served.model, tokenizer.open_id),
+                       in_flight=whole_number(os.environ.get("CARBON_SERVER_IN_FLIGHT") or IN_FLIGHT,
+                                              "CARBON_SERVER_IN_FLIGHT", 1), info={"server": server.url})

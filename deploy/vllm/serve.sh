@@ -30,6 +30,12 @@ if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() el
   device_flags=(--dtype float32 --gpu-memory-utilization 0.2)
 fi
 export VLLM_HOST_IP="${VLLM_HOST_IP:-127.0.0.1}"  # its internal sockets stay on loopback
+# Carbon's design plugin (masks, base-level sampling): a logits processor of the V1 model runner's
+# interface, read from this checkout; --logprobs-mode processed_logprobs returns what each generated token
+# was drawn from (prompt log-probs, which scoring reads, are the model's own either way).
+export PYTHONPATH="$(cd "$(dirname "$0")/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+export VLLM_USE_V2_MODEL_RUNNER=0
 exec "$python" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name "$name" \
   --host "${VLLM_HOST:-127.0.0.1}" --port "$port" --max-model-len "$context" --max-logprobs "$logprobs" \
+  --logits-processors carbon_app.serving.vllm_plugin:CarbonDesign --logprobs-mode processed_logprobs \
   "${device_flags[@]}" ${VLLM_FLAGS:-}
