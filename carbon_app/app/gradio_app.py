@@ -1,8 +1,10 @@
 """Carbon Studio: the Blocks app. The page is the model and tag choices over five tabs; each tab
 (`tabs/`) lays itself out and wires its own thin handlers.
 
-Every event runs in one concurrency group ("gpu", one at a time), so the tabs
-share the GPU queue; every event has an `api_name` for `gradio_client`.
+Every event that runs a model is in one concurrency group ("model"), so the tabs share
+one queue: one request at a time on a model in this process, up to CARBON_SERVER_CONCURRENCY
+with an inference server (`Page.model_queue`); every event has an `api_name` for
+`gradio_client`.
 """
 
 from __future__ import annotations

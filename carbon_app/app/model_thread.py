@@ -98,7 +98,9 @@ def on_model_thread(fn: Callable) -> Callable:
 
 #: how often a job that is still running lets the page's queue see whether its tab is still open
 HEARTBEAT_S = 2.0
-_step_threads = ThreadPoolExecutor(thread_name_prefix="carbon-step")
+# a thread per running request's step: in this process they wait on the model thread; with a server each runs
+# its request there, so there are enough for every request the queue lets through at once
+_step_threads = ThreadPoolExecutor(max_workers=260, thread_name_prefix="carbon-step")
 
 
 def stops_when_dropped(fn: Callable, heartbeat=None) -> Callable:

@@ -64,6 +64,7 @@ class AppConfig:
     upload_limits: UploadLimits = field(default_factory=UploadLimits)
     retention: Retention = field(default_factory=Retention)  # how long result files are kept
     server: str | None = None  # an inference server (CARBON_SERVER) that runs the models' forward passes
+    server_concurrency: int = 16  # with a server: requests of all users sent to it at once (the rest queue)
 
     @classmethod
     def from_env(cls) -> AppConfig:
@@ -76,9 +77,10 @@ class AppConfig:
         max_alts = whole_number(os.environ.get("CARBON_VCF_MAX_ALTS", "5000"), "CARBON_VCF_MAX_ALTS", 1)
         expanded = whole_number(os.environ.get("CARBON_VCF_MAX_EXPANDED_MB", "64"), "CARBON_VCF_MAX_EXPANDED_MB", 1)
         reads = whole_number(os.environ.get("CARBON_MAX_JOB_READS", "150000"), "CARBON_MAX_JOB_READS", 1)
+        at_once = whole_number(os.environ.get("CARBON_SERVER_CONCURRENCY", "16"), "CARBON_SERVER_CONCURRENCY", 1, 256)
         return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts, max_job_reads=reads,
                    upload_limits=UploadLimits(expanded_bytes=expanded * 2**20), retention=Retention.from_env(),
-                   server=os.environ.get("CARBON_SERVER", "").strip() or None)
+                   server=os.environ.get("CARBON_SERVER", "").strip() or None, server_concurrency=at_once)
 
 
 class Service:
@@ -313,9 +315,10 @@ class Service:
                 self._write("designs.json", json.dumps(result.to_dict(), indent=1))]
 
     def design_reports(self, result: GenerationResult, flank: str | None = None) -> list[dict]:
-        """Each design's checks, constraints and log-likelihood (with a downstream flank when given), ranked."""
+        """Each design's checks, constraints and log-likelihood (with a downstream flank when given), ranked:
+        part of the design's own request (its stream asks for them before it ends), so not counted again."""
         flank = self.sequence(flank, None, "downstream flank", allow_empty=True) if flank else ""
-        with self._request("these designs' checks"):
+        with out_of_memory_as_error("these designs' checks"):
             return design_reports(self.model(result.model), result, flank)
 
     # -- variants ---------------------------------------------------------------------

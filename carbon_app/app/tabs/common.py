@@ -1,4 +1,4 @@
-"""What every tab shares: the GPU queue, the top-of-page choices, error display, sequence inputs."""
+"""What every tab shares: the model queue, the top-of-page choices, error display, sequence inputs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from .. import formatting as fmt
 from ..model_thread import on_model_thread, stops_when_dropped
 from ..service import Service
 
-GPU = dict(concurrency_id="gpu", concurrency_limit=1)  # one request on the model at a time, all tabs
 FREE = dict(allow_custom_value=True)  # the value goes to the service or engine, which names a wrong one
 SCORING = [(words, method) for method, words in fmt.METHOD_WORDS.items()]  # the scoring dropdowns' choices
 
@@ -48,23 +47,6 @@ def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
     upload = gr.File(label="…or upload FASTA / GenBank", file_types=[".fa", ".fasta", ".fna", ".txt", ".gb", ".gbk"],
                      height=130)
     return text, upload
-
-
-def run_on_click(button: gr.Button, fn, inputs: list, outputs: list, api_name: str, progress_on=None,
-                 by_name: dict | None = None):
-    """Clear the outputs the moment the button is pressed, then run `fn`: an error never sits beside an
-    earlier run's results, and a new result never beside an old one. The progress bar covers `progress_on`
-    (default: every output), so a result streamed early stays readable while the rest is computed.
-    A press while the last run still streams (a design's logo, a variant's ranking, after its result is
-    shown) is kept: it runs once that one ends, rather than being dropped as Gradio's default would.
-    `by_name` maps parameter names to inputs that `fn` takes as keyword arguments (`**named`), after `inputs`;
-    the API shows each as a parameter a client may leave out."""
-    if by_name:
-        fn.__signature__ = _with_keywords(inspect.signature(fn), by_name)
-    cleared = button.click(lambda: [None] * len(outputs), None, outputs, queue=False, api_visibility="private",
-                           trigger_mode="always_last")
-    return cleared.then(fn, inputs, outputs, api_name=api_name, show_progress_on=progress_on,
-                        trigger_mode="always_last", inputs_kwargs=by_name, **GPU)
 
 
 def _with_keywords(signature: inspect.Signature, names) -> inspect.Signature:
@@ -117,6 +99,38 @@ class Page:
         return ([gr.Dropdown(choices=SCORING, value=setup["method"]) for _ in self.scoring]
                 + [gr.Number(value=setup["window"]) for _ in self.windows]
                 + [gr.Checkbox(value=bool(setup["strand_average"])) for _ in self.strands])
+
+    @property
+    def model_queue(self) -> dict:
+        """The concurrency group of every event that runs a model, all tabs together: one request at a time
+        on a model in this process; with an inference server, up to CARBON_SERVER_CONCURRENCY at once (the
+        server batches them)."""
+        config = self.service.config
+        return dict(concurrency_id="model", concurrency_limit=config.server_concurrency if config.server else 1)
+
+    def runs_model(self, fn):
+        """A handler that runs a model, stopped when its request is cancelled or its tab closed: in this
+        process on the model thread (`on_gpu`); with a server on a thread of its own, so that many users'
+        requests reach the server at once."""
+        if self.service.config.server:
+            return stops_when_dropped(fn, heartbeat=gr.skip())
+        return on_gpu(fn)
+
+    def run_on_click(self, button: gr.Button, fn, inputs: list, outputs: list, api_name: str, progress_on=None,
+                     by_name: dict | None = None):
+        """Clear the outputs the moment the button is pressed, then run `fn`: an error never sits beside an
+        earlier run's results, and a new result never beside an old one. The progress bar covers `progress_on`
+        (default: every output), so a result streamed early stays readable while the rest is computed.
+        A press while the last run still streams (a design's logo, a variant's ranking, after its result is
+        shown) is kept: it runs once that one ends, rather than being dropped as Gradio's default would.
+        `by_name` maps parameter names to inputs that `fn` takes as keyword arguments (`**named`), after `inputs`;
+        the API shows each as a parameter a client may leave out."""
+        if by_name:
+            fn.__signature__ = _with_keywords(inspect.signature(fn), by_name)
+        cleared = button.click(lambda: [None] * len(outputs), None, outputs, queue=False, api_visibility="private",
+                               trigger_mode="always_last")
+        return cleared.then(fn, inputs, outputs, api_name=api_name, show_progress_on=progress_on,
+                            trigger_mode="always_last", inputs_kwargs=by_name, **self.model_queue)
 
     @property
     def scoring_fields(self) -> list:

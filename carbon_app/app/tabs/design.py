@@ -13,7 +13,7 @@ from ...inference.request import MAX_SAMPLES
 from .. import formatting as fmt
 from ..plots import confidence_figure, logo_figure
 from ..service import Service
-from .common import FREE, Page, fail, on_gpu, run_on_click, sequence_inputs
+from .common import FREE, Page, fail, sequence_inputs
 
 #: the first 60 residues of Aequorea victoria GFP (UniProt P42212), for the constrained-design example
 GFP_FRAGMENT = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
@@ -112,7 +112,7 @@ def design_tab(page: Page) -> None:
                 label="Examples (the last two: a GFP fragment back-translated without BsaI/BsmBI sites, Golden "
                       "Gate ready; a template with fixed TATA and Kozak elements)")
 
-    @on_gpu
+    @page.runs_model
     def design(model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
                samples, speculative, progress=gr.Progress(), **named):  # noqa: B008
         # the constraints' fields and the flank come by name (each constraint names its own) and have
@@ -161,7 +161,7 @@ def design_tab(page: Page) -> None:
     inputs = [*page.choices, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed, samples,
               speculative]
     outputs = [sequences_html, confidence, checks, prompt_info, status, files, logo, fasta_copy, design_json]
-    running = run_on_click(run, design, inputs, outputs, "generate", by_name={**constraint_fields, "flank": flank})
+    running = page.run_on_click(run, design, inputs, outputs, "generate", by_name={**constraint_fields, "flank": flank})
     # stops the design at its next streamed update and frees what it held (as closing the tab does)
     stop.click(None, None, None, cancels=[running], api_visibility="private")
     gr.on([mask.change, n_bases.change], mask_check, [mask, n_bases], mask_status, api_name="check_mask", queue=False)

@@ -8,7 +8,7 @@ from ...errors import CarbonError
 from .. import formatting as fmt
 from ..plots import consequence_figure, scan_figure
 from ..service import Service
-from .common import Page, fail, on_gpu, run_on_click, sequence_inputs
+from .common import Page, fail, sequence_inputs
 
 
 def scan_tab(page: Page) -> None:
@@ -37,7 +37,7 @@ def scan_tab(page: Page) -> None:
     gr.Examples([[page.hbb, region_start, region_end, examples["hbb_cds"]]],
                 inputs=[sequence, start, end, cds], label="Example: the first 30 codons of HBB")
 
-    @on_gpu
+    @page.runs_model
     def scan(model, species, region, sequence, upload, start, end, window, method, cds=None, strand=None,
              progress=gr.Progress()):  # noqa: B008
         try:
@@ -59,5 +59,5 @@ def scan_tab(page: Page) -> None:
                 block: fmt.sequence_block(result.region, result.start, title="the region scanned"),
                 summary: text, download: service.scan_file(result, consequences), raw: {"rows": rows}}
 
-    run_on_click(button, scan, [*page.choices, sequence, upload, start, end, window, method, cds, strand],
+    page.run_on_click(button, scan, [*page.choices, sequence, upload, start, end, window, method, cds, strand],
                  [heatmap, by_class, block, summary, download, raw], "scan")

@@ -9,7 +9,7 @@ from ...errors import CarbonError, InputError
 from .. import formatting as fmt
 from ..plots import site_figure, variant_figure
 from ..service import DEMO_GENOME, NO_GENOME, Service
-from .common import FREE, GPU, Page, fail, on_gpu, run_on_click, sequence_inputs
+from .common import FREE, Page, fail, sequence_inputs
 
 CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
 LINK_CONTEXT_BASES = CONTEXT_BASES  # the widest context a shared link runs on opening, without a click
@@ -108,7 +108,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                 yield {verdict: verdict_text(report, genomic, f"not ranked: {fmt.plain(exc)}")}
             fail(exc)
 
-    @on_gpu
+    @page.runs_model
     def variant(model, species, region, reference, upload, change, alternate, window, strand, method,
                 genome=NO_GENOME, cds=None, context=CONTEXT_BASES, request: gr.Request = None,
                 progress=gr.Progress()):  # noqa: B008
@@ -147,7 +147,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
             fields[strand] = query["strand"] == "1"
         return {**fields, page.model: chosen} if chosen in page.models else fields
 
-    @on_gpu
+    @page.runs_model
     def variant_from_link(run, model, species, region, reference, upload, change, alternate, window, strand, method,
                           genome, cds, context, request: gr.Request, progress=gr.Progress()):  # noqa: B008
         if not run:
@@ -162,9 +162,10 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     outputs = [verdict, tracks, site, track_table, files, share, around, raw]
     # the progress bar sits on the line under the verdict: the delta, shown first, stays readable while the
     # substitutions around it are ranked
-    run_on_click(button, variant, inputs, outputs, "score_variant", progress_on=share)
+    page.run_on_click(button, variant, inputs, outputs, "score_variant", progress_on=share)
     # a shared link (?genome=…&variant=…) opens this tab on its inputs and scores them
     run_from_link = gr.State(False)
     demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, cds, context, reference,
                                 run_from_link, verdict], api_visibility="private", queue=False).then(
-        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", show_progress_on=share, **GPU)
+        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", show_progress_on=share,
+        **page.model_queue)

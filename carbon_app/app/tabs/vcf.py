@@ -12,7 +12,7 @@ from .. import formatting as fmt
 from ..plots import vcf_figure
 from ..progress import progress_line
 from ..service import DEMO_GENOME
-from .common import FREE, Page, fail, on_gpu, run_on_click
+from .common import FREE, Page, fail
 
 
 def vcf_tab(page: Page) -> None:
@@ -42,7 +42,7 @@ def vcf_tab(page: Page) -> None:
         gr.Examples([[DEMO_GENOME, str(ASSETS / "examples" / page.examples["vcf"])]], inputs=[genome, upload],
                     label="Example: HBB variants (HbS, HbC, HbE, thalassaemia alleles, one wrong REF)")
 
-    @on_gpu
+    @page.runs_model
     def score(model, species, region, genome, upload, window, strand, method, context,
               progress=gr.Progress()):  # noqa: B008
         began = time.monotonic()
@@ -64,5 +64,5 @@ def vcf_tab(page: Page) -> None:
                               fmt.RESEARCH_NOTE])
         return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
 
-    run_on_click(button, score, [*page.choices, genome, upload, window, strand, method, context],
+    page.run_on_click(button, score, [*page.choices, genome, upload, window, strand, method, context],
                  [summary, plot, table, files], "score_vcf")
