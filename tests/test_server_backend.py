@@ -5,14 +5,12 @@ keys. Scores through the server must equal the in-process engine's (the issue's 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import threading
 import time
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +22,6 @@ from carbon_app.serving.client import ServerClient, ServerError
 from .conftest import REPO
 
 HBB = read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
-VLLM_PYTHON = Path(os.environ.get("CARBON_VLLM_PYTHON") or REPO / ".vllm-venv" / "bin" / "python")
 
 
 def _free_port() -> int:
@@ -36,30 +33,18 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def vllm_url(tmp_path_factory):
     """`deploy/vllm/serve.sh` on the bundled model, as the README starts it."""
+    from carbon_app.tools.server_bench import VLLM_PYTHON, start_vllm, stop_vllm
+
     if not VLLM_PYTHON.exists():
         pytest.skip(f"no vLLM environment at {VLLM_PYTHON} (deploy/vllm/install-cpu.sh makes it)")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen([str(REPO / "deploy" / "vllm" / "serve.sh"), "assets/models/carbon-demo", str(port)],
-                                   cwd=REPO, env={**os.environ, "VLLM_PYTHON": str(VLLM_PYTHON)}, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
     try:
-        while time.time() < deadline:
-            assert process.poll() is None, log.read_text()[-3000:]
-            try:
-                ServerClient(url, tries=1).info()
-                break
-            except ServerError:
-                time.sleep(2)
-        else:
-            pytest.fail(f"vLLM did not start in 300 s: {log.read_text()[-3000:]}")
+        process, url = start_vllm(tmp_path_factory.mktemp("vllm") / "server.log")
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
         yield url
     finally:
-        os.killpg(process.pid, 15)
-        process.wait(timeout=60)
+        stop_vllm(process)
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +125,48 @@ def test_a_server_without_the_plugin_designs_in_token_mode_and_refuses_what_need
     with pytest.raises(ServerError, match="a design with constraints runs in this process only: design constraints "
                                           "step back"):
         generate(served, "ATGGCC", 18, max_homopolymer=3)
+
+
+@pytest.mark.integration
+def test_scans_contexts_and_region_scans_through_the_server_equal_the_engines(served, demo, tmp_path):
+    """No KV cache is lent by a server, so each substitution is read alone there, in the windows the
+    in-process scan shares: the same deltas, NaN in the same places, the same rankings."""
+    from carbon_app.genome.coordinates import parse_genomic
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.regions import scan_regions
+    from carbon_app.genome.scoring import score_batch
+    from carbon_app.inference.annotate import describe_variant
+    from carbon_app.inference.scan import scan_substitutions
+
+    for options in ({"window": 300, "frames": 2, "strand_average": False},
+                    {"window": 300, "frames": 1, "strand_average": True, "method": "marginal", "delta_radius": 12}):
+        remote, local = (scan_substitutions(model, HBB, 1204, 1206, **options) for model in (served, demo))
+        assert np.array_equal(np.isnan(remote.deltas), np.isnan(local.deltas)) and np.isnan(local.deltas).sum() == 3
+        np.testing.assert_allclose(remote.deltas, local.deltas, atol=1e-4)
+        assert remote.spec == local.spec and remote.prompt_text == local.prompt_text
+    options = {"window": 300, "frames": 1, "strand_average": False}
+    remote, local = (describe_variant(model, HBB, "1206:A>T", context=2, **options) for model in (served, demo))
+    assert remote.context.count == local.context.count == 14
+    np.testing.assert_allclose(np.sort(remote.context.others), np.sort(local.context.others), atol=1e-4)
+    reference = Reference(REPO / "assets/examples/hbb.fa")
+    contig = next(iter(reference.lengths))
+    variants = [parse_genomic(f"{contig}:{change}", reference) for change in ("1206:A>T", "1209:A>G", "1300:CA>C")]
+    remote, local = (score_batch(model, reference, variants, context=2, **options) for model in (served, demo))
+    for there, here in zip(remote, local, strict=True):
+        assert there.delta == pytest.approx(here.delta, abs=1e-4) and there.window == here.window
+        assert (there.context is None) == (here.context is None)
+        if here.context:  # on the contig, either way
+            assert (there.context.start, there.context.end, there.context.count) == (
+                here.context.start, here.context.end, here.context.count)
+            assert there.context.more_damaging_than == pytest.approx(here.context.more_damaging_than)
+    bed = tmp_path / "regions.bed"
+    bed.write_text(f"{contig}\t1203\t1205\tsite\n")
+    for name, model in (("there", served), ("here", demo)):
+        scan_regions(model, reference, bed, tmp_path / f"{name}.tsv", **options)
+    there, here = ([line.split("\t") for line in (tmp_path / f"{name}.tsv").read_text().splitlines()[1:]]
+                   for name in ("there", "here"))
+    assert len(there) == len(here) == 6
+    assert max(abs(float(a[5]) - float(b[5])) for a, b in zip(there, here, strict=True)) < 1e-4
 
 
 @pytest.mark.integration
@@ -253,10 +280,11 @@ def test_the_app_with_carbon_server_scores_and_designs_there_and_refuses_what_ru
     from gradio_client.exceptions import AppError
 
     from carbon_app.inference.generate import generate
+    from carbon_app.inference.scan import scan_substitutions
 
     from .conftest import launch_app
 
-    process, url = launch_app(tmp_path, CARBON_SERVER=vllm_url)
+    process, url = launch_app(tmp_path, CARBON_SERVER=vllm_url, CARBON_SERVER_CONCURRENCY="3")
     try:
         client = Client(url, verbose=False)
         status = client.predict(api_name="/models")[2]
@@ -266,12 +294,26 @@ def test_the_app_with_carbon_server_scores_and_designs_there_and_refuses_what_ru
                                 "none", "", 0, api_name="/score_variant")[-1]
         local = score_variant(demo, HBB, "1206:A>T", window=300, strand_average=False, method="marginal")
         assert scored["delta"] == pytest.approx(local.delta, abs=1e-4)
+        rows = client.predict("carbon-demo", "none", "none", HBB, None, 1205, 1206, 300, "marginal", None, False,
+                              api_name="/scan")[-1]["rows"]
+        here = scan_substitutions(demo, HBB, 1205, 1206, window=300, method="marginal", strand_average=False).rows()
+        assert [row[:3] for row in rows] == [list(row[:3]) for row in here] and len(rows) == 6
+        assert max(abs(row[3] - near[3]) for row, near in zip(rows, here, strict=True)) < 1e-4
         design = client.predict("carbon-demo", "none", "none", "ATGGCC", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
                                 api_name="/generate")[-1]
         assert design["sequences"] == generate(demo, "ATGGCC", 12, temperature=0).sequences
         with pytest.raises(AppError, match="speculative decoding .*runs in this process only"):
             client.predict("carbon-demo", "none", "none", "ATGGCC", None, 12, "", "bp", 0, 0, 1.0, 0, 1, True,
                            api_name="/generate")
+        # many users at once: up to CARBON_SERVER_CONCURRENCY requests run together, the rest wait their turn
+        jobs = [client.submit("carbon-demo", "none", "none", "", None, 240, "", "bp", 0.9, 0, 1.0, seed, 1, False,
+                              api_name="/generate") for seed in range(5)]
+        together = set()
+        while not all(job.done() for job in jobs):
+            together.add(client.predict(api_name="/models")[2]["requests_running"])
+            time.sleep(0.05)
+        designs = [job.result()[-1]["sequences"][0] for job in jobs]
+        assert max(together) == 3 and len(set(designs)) == 5 and {len(d) for d in designs} == {240}
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -334,7 +376,6 @@ def test_a_designs_arguments_reach_the_plugin_as_the_engine_holds_them_and_malfo
 def test_the_plugins_own_imports_are_torch_and_numpy_only_so_it_loads_in_vllms_environment():
     """vLLM's environment has no Gradio, pysam, Biopython, plotly, Ray or httpx: the plugin's modules (all but
     vLLM's own interface) must import without them."""
-    import subprocess
     import sys
 
     script = ("import sys; import carbon_app.serving.design_args, carbon_app.inference.sampling; "

@@ -344,6 +344,9 @@ def _ray_scorer(args, reference, options: dict):
     from ..distributed.ray_jobs import RayScorer
     from ..model.hub import default_model_name
 
+    if args.server or os.environ.get("CARBON_SERVER"):
+        raise InputError("--ray and a server (--server, CARBON_SERVER) both say where the model runs: choose one "
+                         "(Ray workers each load the model; a server batches every request itself)")
     workers = whole_number(args.workers, "--workers", 1)
     return RayScorer(args.ray, workers, args.model or default_model_name(), reference.path, reference.name,
                      args.device, options)

@@ -10,10 +10,8 @@ deltas are the same.
 
 from __future__ import annotations
 
-import contextvars
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -22,13 +20,13 @@ from ..core.coding import CodingSequence
 from ..core.dna import BASES
 from ..core.stopping import checkpoint
 from ..inference.annotate import VariantReport, describe_stages, describe_variant, last
-from ..inference.context import ScoreContext, checked_radius, rank_in
+from ..inference.context import ScoreContext, checked_radius, rank_in, score_context
 from ..inference.scan import mean_substitution_deltas
 from ..inference.score import Variant, VariantScore, frame_windows, variant_passes
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from ..serving.client import ServerError
-from ..serving.served import in_process_only, on_server
+from ..serving.served import on_server
 from .coordinates import GenomicVariant, VariantProblem, cut_window, parse_genomic
 from .reference import ContigBases, Reference
 
@@ -161,29 +159,31 @@ def _score_on_server(bundle, reference: Reference, variants: list[GenomicVariant
                      progress) -> list[Outcome]:
     """A batch on an inference server: each variant read in its own windows, as `score_at` reads it (the
     scan's shared windows need a KV cache held here; the deltas are the same), and of each window only the
-    tokens its delta sums, with the server model's `in_flight` requests at the server at once. A variant the
-    server fails on (an error, a timeout) is flagged with the reason and the batch goes on."""
-    if spec.context:
-        in_process_only(bundle, "a delta's context (its ranking among the substitutions near it)")
-    span = _span(spec)
+    tokens its delta sums, with the server model's `in_flight` requests at the server at once; with the
+    spec's context, each delta is ranked among the substitutions that close, each read the same way. A
+    variant the server fails on (an error, a timeout) is flagged with the reason and the batch goes on."""
+    span, radius = _span(spec), spec.context
 
     def one(var: GenomicVariant) -> Outcome:
         checkpoint()
         try:
-            cut = cut_window(reference, var, span)
+            cut = cut_window(reference, var, span, extra=radius)
             passes = variant_passes(bundle, cut.bases, cut.local(var), spec, delta_only=True)
+            outcome = Outcome(delta=passes.delta(spec.method, spec.delta_radius), notes=cut.notes,
+                              window=(cut.start + passes.start + 1, cut.start + passes.end))
+            if radius and len(var.ref) == len(var.alt):  # an indel is not ranked among substitutions
+                ranked = score_context(bundle, cut.bases, passes.variant.pos, len(var.ref), var.alt, outcome.delta,
+                                       radius, spec=spec)
+                outcome.context = replace(ranked, start=cut.start + ranked.start, end=cut.start + ranked.end)
         except VariantProblem as exc:
             return Outcome(problem=exc.code, message=str(exc))
         except ServerError as exc:
             return Outcome(problem="server_error", message=str(exc), notes=cut.notes)
         finally:
             _tell(progress, 1)
-        return Outcome(delta=passes.delta(spec.method, spec.delta_radius), notes=cut.notes,
-                       window=(cut.start + passes.start + 1, cut.start + passes.end))
+        return outcome
 
-    with ThreadPoolExecutor(max_workers=max(1, min(bundle.in_flight, len(variants)))) as pool:
-        # each task in its own copy of the caller's context: a cancel or shutdown reaches its checkpoint
-        return [job.result() for job in [pool.submit(contextvars.copy_context().run, one, var) for var in variants]]
+    return bundle.each(one, variants)
 
 
 def _tell(progress, n: int) -> None:
@@ -227,4 +227,5 @@ def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec:
         first, last, _, _ = frame_windows(length, variants[i].pos - 1, 1, spec.window, spec.frames)
         outcomes[i].window = (first + 1, last)  # where score_at reads it: the same centring on the contig
         if radius:
-            outcomes[i].context = rank_in(deltas, 0, pos, 1, alt, outcomes[i].delta, radius)
+            # ranked on the contig: the stretch's first base is its base `start`
+            outcomes[i].context = rank_in(deltas, start, start + pos, 1, alt, outcomes[i].delta, radius)

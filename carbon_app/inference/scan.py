@@ -28,6 +28,7 @@ its window.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
@@ -43,9 +44,9 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.bundle import ModelBundle
 from ..model.kv import branch, preallocated_cache
-from ..serving.served import in_process_only
+from ..serving.served import on_server
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
-from .score import frame_windows, pass_tokens, variant_delta_radius
+from .score import Variant, frame_windows, pass_tokens, variant_delta_radius, variant_passes
 from .spec import MAX_SCAN_POSITIONS, OWN_RADIUS, ScoringSpec, resolve_spec
 
 
@@ -57,7 +58,6 @@ class ScanResult:
     window_start: int  # the span every frame's window lies in
     window_end: int
     deltas: np.ndarray  # [L, 4] delta per position and alternate base, columns A, T, C, G; NaN at the reference
-    ll_ref: float  # of the first frame's window
     method: str
     prompt_text: str  # of the first frame's window
     frame_deltas: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 4)))  # [frames, L, 4]
@@ -131,7 +131,7 @@ def scan_substitutions(
         raise InputError(f"the scan region has {end - start + 1:,} positions; at most {MAX_SCAN_POSITIONS:,}")
     positions = list(range(start - 1, end))
     what = f"a scan of {end - start + 1:,} positions"
-    frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size = substitution_deltas(
+    frame_deltas, prompt_text, span_lo, span_hi, size = substitution_deltas(
         bundle, seq, positions, spec.window, spec.frames, spec.prefix, spec.method,
         progress if not spec.strand_average else progress and (lambda done: progress(0.5 * done)),
         what=what, delta_radius=spec.delta_radius)
@@ -143,7 +143,7 @@ def scan_substitutions(
                                          progress and (lambda done: progress(0.5 + 0.5 * done)), what)) / 2
     return ScanResult(
         start=start, end=end, region=seq[start - 1 : end], window_start=span_lo + 1, window_end=span_hi,
-        deltas=deltas, ll_ref=ll_ref, method=spec.method, prompt_text=prompt_text, frame_deltas=frame_deltas,
+        deltas=deltas, method=spec.method, prompt_text=prompt_text, frame_deltas=frame_deltas,
         frame_bases=size, delta_radius=spec.delta_radius, spec=spec,
     )
 
@@ -151,19 +151,19 @@ def scan_substitutions(
 def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, frames: int, prefix: str,
                         method: str, progress: Callable[[float], None] | None = None, what: str = "a scan",
                         alternates: dict[int, str] | None = None, delta_radius: int | str | None = OWN_RADIUS
-                        ) -> tuple[np.ndarray, float, str, int, int, int]:
+                        ) -> tuple[np.ndarray, str, int, int, int]:
     """Every substitution at `positions` (0-based, in order), each read in the windows `score_variant`
     reads it in (`frame_windows`) and summed within `delta_radius` bases of it (default: the model's own):
     ([frames, len(positions), 4] deltas per frame, NaN at the reference
     base, for frames that do not hold a position and for alternates not asked for; the first window's
-    reference log-likelihood and prompt; the span all windows lie in; bases per window).
+    prompt; the span all windows lie in; bases per window).
     `alternates` limits a position to the bases asked for (a batch of variants seldom wants all three).
 
-    A window serves every position whose frames it reads, so neighbouring positions share windows:
-    L clustered positions cost about L + k - 1 windows, each scored once and re-read after each
-    substituted token. Scattered positions cost their own windows, no more.
+    In this process a window serves every position whose frames it reads, so neighbouring positions share
+    windows: L clustered positions cost about L + k - 1 windows, each scored once and re-read after each
+    substituted token. Scattered positions cost their own windows, no more. On a server each substitution
+    is read alone (`_served_substitutions`).
     """
-    in_process_only(bundle, "a scan of substitutions (the Mutation scan, a score's context, a VCF's SNVs)")
     delta_radius = variant_delta_radius(bundle, delta_radius)
     positions = list(positions)
     row = {pos0: i for i, pos0 in enumerate(positions)}
@@ -176,6 +176,12 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
             serves[(lo + f, lo + f + size)].append((pos0, f))
     frame_deltas = np.full((frames, len(positions), 4), np.nan)
     ordered = sorted(serves.items())
+    prompt_text = dna_prompt(prefix, seq[ordered[0][0][0] : ordered[0][0][1]], bundle.k) if ordered else ""
+    if on_server(bundle):
+        spec = ScoringSpec(window=window, frames=frames, strand_average=False, method=method,
+                           delta_radius=delta_radius, prefix=prefix)
+        _served_substitutions(bundle, seq, positions, spec, alternates, frame_deltas, progress)
+        return frame_deltas, prompt_text, span_lo, span_hi, size
     per_pass = max(1, pass_tokens(bundle) // (size // bundle.k + 1)) if ordered else 1
     groups: list[list[tuple[tuple[int, int], list[tuple[int, int]]]]] = []  # windows of one length, batched
     for item in ordered:
@@ -184,22 +190,45 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
             groups[-1].append(item)
         else:
             groups.append([item])
-    ll_ref, prompt_text, done = 0.0, "", 0
+    done = 0
     for group in groups:
         checkpoint()  # a pass of windows is the unit a stop waits for
         if progress:
             progress(done / len(ordered))
         asked = [(lo, hi, {p: (alternates or {}).get(p, BASES) for p, _ in wanted}) for (lo, hi), wanted in group]
         scored = _scan_windows(bundle, seq, asked, prefix, method, what, delta_radius)
-        for (_, wanted), (deltas, ll, text) in zip(group, scored, strict=True):
+        for (_, wanted), deltas in zip(group, scored, strict=True):
             for pos0, f in wanted:
                 frame_deltas[f, row[pos0]] = deltas[pos0]
-            if done == 0:
-                ll_ref, prompt_text = ll, text
             done += 1
     if progress and ordered:
         progress(1.0)
-    return frame_deltas, ll_ref, prompt_text, span_lo, span_hi, size
+    return frame_deltas, prompt_text, span_lo, span_hi, size
+
+
+def _served_substitutions(bundle, seq: str, positions: list[int], spec: ScoringSpec,
+                          alternates: dict[int, str] | None, frame_deltas: np.ndarray, progress) -> None:
+    """On an inference server, which lends no KV cache to branch from: each substitution read alone, in the
+    windows `score_variant` reads it in and of those only the tokens its delta sums (`variant_passes`), the
+    positions `in_flight` at once. A position's alternates share their reference rows, and the server's
+    prefix cache the rest, so the deltas are those of the shared windows here (`frame_deltas`, filled)."""
+    asked = [(i, pos0) for i, pos0 in enumerate(positions) if seq[pos0] in "ACGT"]
+    done, lock = 0, threading.Lock()
+
+    def one(job: tuple[int, int]) -> None:
+        nonlocal done
+        i, pos0 = job
+        checkpoint()
+        for alt in (alternates or {}).get(pos0, BASES):
+            if alt != seq[pos0]:
+                passes = variant_passes(bundle, seq, Variant(pos0 + 1, seq[pos0], alt), spec, delta_only=True)
+                frame_deltas[passes.starts, i, BASES.index(alt)] = passes.frame_deltas(spec.method, spec.delta_radius)
+        with lock:
+            done += 1
+            if progress:
+                progress(done / len(asked))
+
+    bundle.each(one, asked)
 
 
 def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int], spec: ScoringSpec,
@@ -262,11 +291,10 @@ def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.
 @torch.inference_mode()
 def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, dict[int, str]]], prefix: str,
                   method: str, what: str, delta_radius: int | None = None
-                  ) -> list[tuple[dict[int, np.ndarray], float, str]]:
+                  ) -> list[dict[int, np.ndarray]]:
     """The substitutions asked for in each of `windows` (all of one length: (lo, hi, {position (0-based,
     inside [lo, hi)): alternate bases})), scored in that window. For each window: {position: delta per
-    alternate [4], NaN at the reference base and at bases not asked for}, the reference's log-likelihood
-    and the prompt text.
+    alternate [4], NaN at the reference base and at bases not asked for}.
 
     The reference windows go through the model as one batch. Every substitution is then re-read from
     its own window's cache cut before its token, batched with the substitutions of every window that
@@ -348,4 +376,4 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
                 change = change + (later - before).sum(dim=1)
             for i, (r, q, b) in enumerate(chunk):
                 deltas[r][windows[r][0] + q][b] = float(change[i])
-    return [(deltas[r], float(ref_token_sums[r].sum()), texts[r]) for r in range(rows)]
+    return deltas

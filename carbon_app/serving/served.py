@@ -15,9 +15,11 @@ the flag that fixes it.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,9 @@ from .client import ServerClient, ServerError, ServerInfo
 
 IN_FLIGHT = 8  # requests one job keeps at the server at once (CARBON_SERVER_IN_FLIGHT): it batches them
 MISSING_MASS = 1e-3  # probability a window's positions may leave unreturned: about 1e-3 nats on a delta
+ROWS_KEPT = 4096  # tokens' distributions kept for windows that share a prefix (16 KB each for a 6-mer model)
 LOGPROB_HEADROOM = 256  # ids asked for beyond the k-mers and the ids before them, for tags that outrank some
+_fanned_out = threading.local()  # set in the threads `ServedModel.each` runs work in
 
 
 class _NoLocalMemory:
@@ -67,6 +71,8 @@ class ServedModel(Context):
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.in_flight)
+        self._lock = threading.Lock()
+        self._rows: OrderedDict[tuple[int, ...], torch.Tensor] = OrderedDict()  # prefix -> k-mer log-probs
 
     def describe(self) -> dict:
         return {"name": self.name, "server": self.served.url, "served_as": self.served.model,
@@ -81,18 +87,25 @@ class ServedModel(Context):
 
         With `rows` (per prompt, the tokens whose distributions are wanted) the rest are NaN, so that nothing
         reads them unnoticed, and each wanted one is asked alone: one generation step's log-probs after its
-        prefix (the server reuses the prefix's KV cache), once for all prompts that share that prefix. A
-        variant's delta within a radius needs a few tokens of each window, where the whole window's
-        distributions would be megabytes of JSON."""
+        prefix (the server reuses the prefix's KV cache), once for all prompts that share that prefix, and
+        kept (the last ROWS_KEPT) for later calls' windows that share it. A variant's delta within a radius
+        needs a few tokens of each window, where the whole window's distributions would be megabytes of
+        JSON."""
         if rows is None:
             return self._map(lambda prompt: self._window(prompt, first), prompts)
         prefixes = list(dict.fromkeys(tuple(prompt[: first + 1 + row])
                                       for prompt, wanted in zip(prompts, rows, strict=True) for row in wanted))
         top = self._top()
-        asked = dict(zip(prefixes, self._map(
-            lambda prefix: self._row(self.server.next_logprobs(self.served.model, list(prefix), top), top,
-                                     len(prefix) - first),
-            prefixes), strict=True))
+        with self._lock:
+            asked = {prefix: self._rows[prefix] for prefix in prefixes if prefix in self._rows}
+        missing = [prefix for prefix in prefixes if prefix not in asked]
+        fetched = self._map(lambda prefix: self._row(self.server.next_logprobs(self.served.model, list(prefix), top),
+                                                     top, len(prefix) - first), missing)
+        asked.update(zip(missing, fetched, strict=True))
+        with self._lock:  # kept for the windows of other calls that share these prefixes (a scan's, a batch's)
+            self._rows.update(zip(missing, fetched, strict=True))
+            while len(self._rows) > ROWS_KEPT:
+                self._rows.popitem(last=False)
         out = []
         for prompt, wanted in zip(prompts, rows, strict=True):
             logprobs = torch.full((len(prompt) - 1 - first, self.tokenizer.n_kmers), math.nan)
@@ -101,17 +114,30 @@ class ServedModel(Context):
             out.append(logprobs)
         return out
 
+    def each(self, fn, items: list) -> list:
+        """`fn` over `items` (variants of a batch, positions of a scan), `in_flight` at once, each in a copy
+        of the caller's context (so a cancel or a shutdown reaches the checkpoints `fn` passes). Work fanned
+        out inside `fn` (its windows' rows) runs in `fn`'s own thread: `in_flight` threads keep `in_flight`
+        requests at the server, however deeply the work nests."""
+        if len(items) <= 1 or getattr(_fanned_out, "inside", False):
+            return [fn(item) for item in items]
+
+        def inside(item):
+            _fanned_out.inside = True
+            return fn(item)
+
+        with ThreadPoolExecutor(max_workers=min(self.in_flight, len(items))) as pool:
+            return [job.result() for job in [pool.submit(contextvars.copy_context().run, inside, item)
+                                             for item in items]]
+
     def _map(self, fn, items: list) -> list:
-        """`fn` (one request) over `items`, with at most `in_flight` requests of this model at the server at
-        once, however many jobs and threads ask (it batches them)."""
+        """`fn` (one request) over `items` (`each`), with at most `in_flight` requests of this model at the
+        server at once, however many jobs and threads ask (it batches them)."""
         def bounded(item):
             with self._slots:
                 return fn(item)
 
-        if len(items) == 1:
-            return [bounded(items[0])]
-        with ThreadPoolExecutor(max_workers=min(self.in_flight, len(items))) as pool:
-            return list(pool.map(bounded, items))
+        return self.each(bounded, items)
 
     def _top(self) -> int:
         """Log-probs asked per position: the k-mers and what ranks above them, not a 150k-id vocabulary
@@ -142,7 +168,6 @@ class ServedModel(Context):
         return torch.log_softmax(row, dim=-1).float()
 
 
-SHARED_WINDOWS = "it reads windows that share a prefix from a KV cache held here, which a server does not lend"
 STEPS_BACK = "design constraints step back from a dead end to an earlier token, which a server's sampler cannot"
 OWN_DRAFTS = ("the server drafts with its own speculative decoding (vLLM's --speculative-config), not with a "
               "draft model here")
@@ -153,7 +178,7 @@ def on_server(bundle) -> bool:
     return isinstance(bundle, ServedModel)
 
 
-def in_process_only(bundle, what: str, why: str = SHARED_WINDOWS) -> None:
+def in_process_only(bundle, what: str, why: str) -> None:
     """Refuse, with the reason and what to do, work that only the in-process engine runs."""
     if on_server(bundle):
         raise ServerError(f"{what} runs in this process only: {why}; leave out --server (CARBON_SERVER) to run "

@@ -480,8 +480,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--suite", default="generation,scan,speculative",
-                        help="comma-separated: generation, scan, speculative, vcf, constraints, ray, app, gpu "
-                             "(the whole GPU report: see carbon_app.tools.gpu_report)")
+                        help="comma-separated: generation, scan, speculative, vcf, constraints, ray, app, server "
+                             "(carbon_app.tools.server_bench), gpu (the whole GPU report: carbon_app.tools.gpu_report)")
+    parser.add_argument("--server", help="the server suite's vLLM server (default: deploy/vllm/serve.sh, started)")
+    parser.add_argument("--users", type=int, default=16, help="the server suite's designs sent at once")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"],
                         help="the scan and vcf suites' dtype (default: bfloat16 on a GPU, float32 on a CPU); "
                              "deltas agree with the one-at-a-time path to 1e-4 in float32 only")
@@ -512,6 +514,10 @@ def main(argv: list[str] | None = None) -> None:
         ray_suite()
     if "app" in suites:
         app_suite(args.repeats)
+    if "server" in suites:
+        from .server_bench import server_suite
+
+        server_suite(args.server, users=args.users, repeats=args.repeats)
     if "generation" not in suites:
         return
 

@@ -7,7 +7,7 @@ import gradio as gr
 from ...errors import CarbonError
 from .. import formatting as fmt
 from ..model_thread import on_model_thread
-from .common import FREE, GPU, Page, fail
+from .common import FREE, Page, fail
 
 
 def models_tab(page: Page, demo: gr.Blocks) -> None:
@@ -16,8 +16,9 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
     manager = service.manager
     if service.config.server:
         gr.Markdown(f"Forward passes run on the server **{fmt.plain(service.config.server)}** (CARBON_SERVER): "
-                    "variant and sequence scores go there; scans, a score's context, VCF batches and designs "
-                    "run in this process only and are refused here.")
+                    "every score, scan, context and VCF batch goes there, and so do designs without constraints "
+                    "(constraints step back from dead ends, which a server's sampler cannot: they are refused "
+                    "here, naming why).")
     gr.Markdown(f"Device: **{manager.device}**, dtype **{str(manager.dtype)[6:]}**, memory budget "
                 f"**{manager.memory_budget_bytes / 2**30:.1f} GiB**. Models are chosen by the server (CARBON_MODEL / "
                 "CARBON_MODELS), never by a path typed here; genomes too (CARBON_REFERENCES): "
@@ -71,9 +72,9 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
     shown = [table, pairing, status]
     # a status read, answered at once even while a long request holds the GPU
     refresh.click(models_info, None, shown, api_name="models", queue=False)
-    load_button.click(load, chosen, shown, api_name="load_model", **GPU).then(model_card, chosen, card,
-                                                                            api_name="model_card")
-    unload_button.click(unload, chosen, shown, api_name="unload_model", **GPU)
+    load_button.click(load, chosen, shown, api_name="load_model", **page.model_queue).then(
+        model_card, chosen, card, api_name="model_card")
+    unload_button.click(unload, chosen, shown, api_name="unload_model", **page.model_queue)
     chosen.change(model_card, chosen, card, api_visibility="private")
     demo.load(models_info, None, shown, api_visibility="private")
     demo.load(model_card, chosen, card, api_visibility="private")  # the card on first view too

@@ -1,0 +1,173 @@
+"""The server backend against the in-process engine, on the same bundled model, in one run.
+
+    python -m carbon_app.tools.bench --suite server            # starts deploy/vllm/serve.sh on loopback
+    python -m carbon_app.tools.bench --suite server --server URL
+
+Three questions, each asked of both backends side by side:
+- one design's latency (base-level, sampled; median of interleaved repeats);
+- USERS designs sent at once to the app (two launched apps: one running the model itself, one with
+  CARBON_SERVER): aggregate bases/s and each request's p50/p95 latency;
+- score-vcf over SNVS scattered SNVs: records/s and the largest delta difference between the two outputs.
+Both backends share this machine's cores with everything else the run starts, as printed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..assets import REPO
+from .soak import _free_port, start_app
+from .timing import interleaved_times, timed
+
+VLLM_PYTHON = Path(os.environ.get("CARBON_VLLM_PYTHON") or REPO / ".vllm-venv" / "bin" / "python")
+
+
+def start_vllm(log_path: Path, model: str = "assets/models/carbon-demo", wait_s: float = 300
+               ) -> tuple[subprocess.Popen, str]:
+    """`deploy/vllm/serve.sh` on `model` on a free loopback port, as the README starts it; (process, URL) once
+    it serves. Its output goes to `log_path`; stop it with `stop_vllm` (it runs in its own process group)."""
+    from ..serving.client import ServerClient, ServerError
+
+    if not VLLM_PYTHON.exists():
+        raise RuntimeError(f"no vLLM environment at {VLLM_PYTHON}: deploy/vllm/install-cpu.sh makes it")
+    port = _free_port()
+    with open(log_path, "w") as out:
+        process = subprocess.Popen([str(REPO / "deploy" / "vllm" / "serve.sh"), model, str(port)], cwd=REPO,
+                                   env={**os.environ, "VLLM_PYTHON": str(VLLM_PYTHON)}, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"vLLM exited: {Path(log_path).read_text()[-3000:]}")
+        try:
+            ServerClient(url, tries=1).info()
+            return process, url
+        except ServerError:
+            time.sleep(2)
+    stop_vllm(process)
+    raise RuntimeError(f"vLLM did not start in {wait_s:.0f} s: {Path(log_path).read_text()[-3000:]}")
+
+
+def stop_vllm(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=60)
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def _design_args(bases: int, seed: int) -> tuple:
+    """The Design tab's inputs for one sampled base-level design of `bases` bases, no prompt."""
+    return ("carbon-demo", "none", "none", "", None, bases, "", "bp", 0.9, 0, 1.0, seed, 1, False)
+
+
+def _concurrent_designs(url: str, users: int, bases: int) -> tuple[float, list[float]]:
+    """(wall seconds, each request's seconds) of `users` designs sent to the app at `url` at once."""
+    from gradio_client import Client
+
+    clients = [Client(url, verbose=False) for _ in range(users)]
+    clients[0].predict(*_design_args(bases, 0), api_name="/generate")  # warmed: nothing first-use is timed
+
+    def one(i: int) -> float:
+        seconds, result = timed(lambda: clients[i].predict(*_design_args(bases, 100 + i), api_name="/generate"))
+        assert len(result[-1]["sequences"][0]) == bases
+        return seconds
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=users) as pool:
+        latencies = list(pool.map(one, range(users)))
+    return time.perf_counter() - began, latencies
+
+
+def _bare_design_seconds(served, bases: int, repeats: int) -> float:
+    """Median seconds of the server's design request alone, without the per-token log-probs."""
+    from ..inference.sampling import SamplingParams
+    from ..serving.design_args import DesignArgs
+
+    xargs = DesignArgs(SamplingParams(mode="bp", temperature=0.9), served.tokenizer.kmer_start_id, served.k,
+                       None).to_xargs()
+    times = [timed(lambda: served.server.complete(served.served.model, [served.tokenizer.open_id], bases // served.k,
+                                                  samples=1, seed=7, sampling={"temperature": 1.0}, top_logprobs=0,
+                                                  xargs=xargs))[0] for _ in range(repeats + 1)]
+    return statistics.median(times[1:])
+
+
+def server_suite(server: str | None = None, users: int = 16, bases: int = 120, snvs: int = 200,
+                 repeats: int = 3) -> None:
+    from ..genome.reference import Reference
+    from ..genome.vcf import score_vcf
+    from ..inference.generate import generate
+    from ..model.manager import ModelManager
+    from ..serving.served import connect
+    from .bench import _vcf_records
+
+    with tempfile.TemporaryDirectory() as tmp:
+        vllm = None
+        if server is None:
+            vllm, server = start_vllm(Path(tmp) / "vllm.log")
+        try:
+            bundle, served = ModelManager(device="cpu").get("carbon-demo"), connect(server, "carbon-demo")
+            print(f"\n== the server backend: {bundle.name} in this process against vLLM at {server} "
+                  f"(plugin: {served.takes_designs}); CPU, {os.cpu_count()} cores shared by both")
+            contenders = {where: (lambda model=model: generate(model, "", bases, mode="bp", temperature=0.9,
+                                                               seed=7).sequences)
+                          for where, model in (("in-process", bundle), ("server", served))}
+            times = interleaved_times(contenders, repeats)
+            here, there = statistics.median(times["in-process"]), statistics.median(times["server"])
+            print(f"one design of {bases} bases (bp, sampled): in-process {here * 1000:6.0f} ms, server "
+                  f"{there * 1000:6.0f} ms: server / in-process {there / here:.2f}x")
+            bare = _bare_design_seconds(served, bases, repeats)
+            print(f"  what bounds the server's: the same request without each token's {served.tokenizer.n_kmers:,} "
+                  f"log-probs (which the per-base confidences and marginals are read from) takes {bare * 1000:.0f} "
+                  "ms; the rest is their JSON")
+
+            rates = {}
+            for where, env in (("in-process", {}), ("server", {"CARBON_SERVER": server,
+                                                               "CARBON_SERVER_CONCURRENCY": str(users)})):
+                process, url = start_app(Path(tmp) / f"app-{where}.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=tmp,
+                                         HF_HUB_OFFLINE="1", **env)
+                try:
+                    wall, latencies = _concurrent_designs(url, users, bases)
+                finally:
+                    process.terminate()
+                    process.wait(timeout=60)
+                rates[where] = users * bases / wall
+                print(f"{users} designs at once through the app, {where:10}: {rates[where]:7,.0f} bases/s, "
+                      f"p50 {_percentile(latencies, 0.5):5.1f} s, p95 {_percentile(latencies, 0.95):5.1f} s")
+            print(f"aggregate throughput, server / in-process app: {rates['server'] / rates['in-process']:.2f}x "
+                  f"at {users} users (goal: 2x)")
+
+            rng = random.Random(5)
+            contig = "".join(rng.choice("ACGT") for _ in range(100_000))
+            rows = sorted(rng.sample(range(2_000, 98_000), snvs))
+            fasta, vcf = Path(tmp) / "genome.fa", Path(tmp) / "in.vcf"
+            fasta.write_text(f">chrB\n{contig}\n")
+            vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n" + "".join(
+                f"chrB\t{p}\t.\t{contig[p - 1]}\t{'A' if contig[p - 1] != 'A' else 'C'}\t.\t.\t.\n" for p in rows))
+            reference = Reference(fasta, "bench")
+            seconds = {}
+            for where, model in (("in-process", bundle), ("server", served)):
+                seconds[where], _ = timed(lambda model=model, where=where: score_vcf(
+                    model, reference, vcf, Path(tmp) / f"{where}.vcf"))
+            ours, theirs = _vcf_records(Path(tmp) / "in-process.vcf"), _vcf_records(Path(tmp) / "server.vcf")
+            same = [r[:-1] for r in ours] == [r[:-1] for r in theirs]
+            largest = max(abs(a - b) for r, q in zip(ours, theirs, strict=True)
+                          for a, b in zip(r[-1], q[-1], strict=True)) if same else float("nan")
+            print(f"score-vcf, {snvs} SNVs, the model's own spec ({served.card.delta_radius} bases either side, "
+                  f"{bundle.k} frames, both strands): in-process {snvs / seconds['in-process']:6.1f} records/s, "
+                  f"server {snvs / seconds['server']:6.1f} records/s; same records: {same}, largest delta "
+                  f"difference {largest:.1e}")
+        finally:
+            if vllm is not None:
+                stop_vllm(vllm)
