@@ -1,6 +1,9 @@
 # Self-hosted Carbon Studio on one NVIDIA GPU (e.g. an A10, 24 GB).
 #   docker build -t carbon-studio .
 #   docker run --gpus all -p 7860:7860 -v carbon-cache:/data/hf -e CARBON_MODEL=HuggingFaceBio/Carbon-3B carbon-studio
+# Beside a vLLM server instead (many users at once; the app then needs no GPU and holds no weights): a vLLM
+# container started with deploy/vllm/serve.sh and this image with CARBON_SERVER=http://vllm:8000, as
+# deploy/compose.yaml writes them out (README, "A vLLM server as the backend").
 # The base image pinned to one release (Python 3.11.14 on Debian 12); pin its digest too where the registry is
 # reachable (`docker buildx imagetools inspect python:3.11.14-slim-bookworm` prints it): FROM python:...@sha256:...
 FROM python:3.11.14-slim-bookworm

@@ -161,8 +161,16 @@ class ServerClient:
             raise
         return False
 
-    def tokenize(self, model: str, text: str) -> list[int]:
-        return self._send("POST", "/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})["tokens"]
+    def tokenize(self, model: str, text: str) -> list[int] | None:
+        """The ids the server's own tokenizer reads `text` as; None where it runs without one
+        (`--skip-tokenizer-init`: it takes and returns token ids only)."""
+        try:
+            return self._send("POST", "/tokenize", {"model": model, "prompt": text,
+                                                    "add_special_tokens": False})["tokens"]
+        except ServerError as exc:
+            if "skip_tokenizer_init" in str(exc):
+                return None
+            raise
 
     def close(self) -> None:
         self._http.close()

@@ -6,11 +6,12 @@ engine then scores windows as it does in-process: the server returns each positi
 vocabulary (`prompt_logprobs`), renormalised here over the k-mers as the in-process engine normalises
 them (its DNA head is the k-mer rows alone), and read into per-base scores by the same code.
 
-Each position's log-probs are asked for the k-mers, the ids before them and LOGPROB_HEADROOM more (a
-150k-id vocabulary in full would be gigabytes of JSON a window). Where that is less than the whole
-vocabulary, or the server returns fewer, the ids left out hold at most what the returned log-probs do
-not cover; a window where that bound passes MISSING_MASS is refused, naming the position, the bound and
-the flag that fixes it.
+Each position's log-probs are asked for the most likely 4^k + LOGPROB_HEADROOM ids, not the whole
+vocabulary (a released checkpoint's 155,776 ids would be megabytes of JSON a position, and its k-mers are
+its last ids, so no "ids up to the k-mers" bound is smaller). After `<dna>` the k-mers are what the model
+predicts: they fill the top of the list, and the renormalisation over the k-mers needs nothing else. A
+position where the server did not return every k-mer (other ids outranked some) is refused, naming the
+position and the --max-logprobs that fixes it: exact, or refused, never an estimate.
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ from ..model.card import ModelCard
 from .client import ServerClient, ServerError, ServerInfo
 
 IN_FLIGHT = 8  # requests one job keeps at the server at once (CARBON_SERVER_IN_FLIGHT): it batches them
-MISSING_MASS = 1e-3  # probability a window's positions may leave unreturned: about 1e-3 nats on a delta
 ROWS_KEPT = 4096  # tokens' distributions kept for windows that share a prefix (16 KB each for a 6-mer model)
-LOGPROB_HEADROOM = 256  # ids asked for beyond the k-mers and the ids before them, for tags that outrank some
+LOGPROB_HEADROOM = 256  # ids asked for beyond the k-mers, for other ids (tags, specials) that outrank some
 _fanned_out = threading.local()  # set in the threads `ServedModel.each` runs work in
 
 
@@ -140,9 +140,9 @@ class ServedModel(Context):
         return self.each(bounded, items)
 
     def _top(self) -> int:
-        """Log-probs asked per position: the k-mers and what ranks above them, not a 150k-id vocabulary
-        (gigabytes of JSON a window)."""
-        return min(self.served.vocab_returned, self.tokenizer.kmer_start_id + self.tokenizer.n_kmers + LOGPROB_HEADROOM)
+        """Log-probs asked per position: as many as the k-mers and LOGPROB_HEADROOM more, or all the server
+        returns where that is fewer."""
+        return min(self.served.vocab_returned, self.tokenizer.n_kmers + LOGPROB_HEADROOM)
 
     def _window(self, prompt: list[int], first: int) -> torch.Tensor:
         top = self._top()
@@ -151,19 +151,18 @@ class ServedModel(Context):
 
     def _row(self, returned: dict[int, float], top: int, token: int) -> torch.Tensor:
         """[4^k] k-mer log-probs, normalised over the k-mers, of one position's returned {id: log-prob};
-        refused where the ids left out may hold more than MISSING_MASS."""
+        refused where some k-mer is not among them (its log-prob is then unknown)."""
         start, n = self.tokenizer.kmer_start_id, self.tokenizer.n_kmers
         ids = torch.tensor(list(returned), dtype=torch.long)
         values = torch.tensor(list(returned.values()), dtype=torch.float64)
-        unseen = max(0.0, 1.0 - float(values.exp().sum()))
-        if top < self.vocab_size and unseen > MISSING_MASS:
-            raise ServerError(
-                f"the server {self.served.url} returns the {top:,} most likely of the model's "
-                f"{self.vocab_size:,} ids a position, and at token {token} of a window the ids left out "
-                f"may hold {unseen:.2g} of the probability (more than {MISSING_MASS:g}): start it with "
-                f"--max-logprobs {min(self.vocab_size, start + n + LOGPROB_HEADROOM)} or more")
-        row = torch.full((n,), -math.inf, dtype=torch.float64)
         dna = (ids >= start) & (ids < start + n)
+        if int(dna.sum()) < n:
+            raise ServerError(
+                f"the server {self.served.url} returned {int(dna.sum()):,} of the model's {n:,} k-mers at token "
+                f"{token} of a window (it returns the {top:,} most likely ids a position, and other ids outranked "
+                f"the rest): start it with --max-logprobs {min(self.vocab_size, top + n - int(dna.sum()) + LOGPROB_HEADROOM)}"
+                " or more")
+        row = torch.full((n,), -math.inf, dtype=torch.float64)
         row[ids[dna] - start] = values[dna]
         return torch.log_softmax(row, dim=-1).float()
 
@@ -213,6 +212,8 @@ def connect(url: str, model: str, api_key: str | None = None, served_as: str | N
                           f"{model} has {config.vocab_size:,}: it serves another model")
     for tag in {*tags.species.values(), *tags.regions.values()}:
         here, there = tokenizer.encode(tag), server.tokenize(served.model, tag)
+        if there is None:  # a server without a tokenizer: its model's name, context and vocabulary were checked
+            break
         if here != there:
             raise ServerError(f"the server {server.url} reads the tag {tag} as ids {there}, {model} as {here}: it "
                               f"serves another model ('{served.model}')")

@@ -147,6 +147,17 @@ def server_suite(server: str | None = None, users: int = 16, bases: int = 120, s
                       f"p50 {_percentile(latencies, 0.5):5.1f} s, p95 {_percentile(latencies, 0.95):5.1f} s")
             print(f"aggregate throughput, server / in-process app: {rates['server'] / rates['in-process']:.2f}x "
                   f"at {users} users (goal: 2x)")
+            def design(model, seed):
+                return generate(model, "", bases, mode="bp", temperature=0.9, seed=seed)
+
+            # in this process one model runs one request at a time (the app's model thread); a server takes all
+            direct = {"in-process": users * bases / timed(lambda: [design(bundle, s) for s in range(users)])[0]}
+            with ThreadPoolExecutor(max_workers=users) as pool:
+                wall, _ = timed(lambda: list(pool.map(lambda s: design(served, s), range(users))))
+            direct["server"] = users * bases / wall
+            print(f"  what bounds it: the same {users} designs sent at once without the app (no page, plots, checks or "
+                  f"files): in-process {direct['in-process']:,.0f} bases/s (one model, so one at a time), server "
+                  f"{direct['server']:,.0f} bases/s; the app's own work per design is the rest")
 
             rng = random.Random(5)
             contig = "".join(rng.choice("ACGT") for _ in range(100_000))
