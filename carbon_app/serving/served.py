@@ -156,12 +156,13 @@ class ServedModel(Context):
         ids = torch.tensor(list(returned), dtype=torch.long)
         values = torch.tensor(list(returned.values()), dtype=torch.float64)
         dna = (ids >= start) & (ids < start + n)
-        if int(dna.sum()) < n:
+        got = int(dna.sum())
+        if got < n:
+            enough = min(self.vocab_size, top + n - got + LOGPROB_HEADROOM)
             raise ServerError(
-                f"the server {self.served.url} returned {int(dna.sum()):,} of the model's {n:,} k-mers at token "
-                f"{token} of a window (it returns the {top:,} most likely ids a position, and other ids outranked "
-                f"the rest): start it with --max-logprobs {min(self.vocab_size, top + n - int(dna.sum()) + LOGPROB_HEADROOM)}"
-                " or more")
+                f"the server {self.served.url} returned {got:,} of the model's {n:,} k-mers at token {token} of a "
+                f"window (it returns the {top:,} most likely ids a position, and other ids outranked the rest): "
+                f"start it with --max-logprobs {enough} or more")
         row = torch.full((n,), -math.inf, dtype=torch.float64)
         row[ids[dna] - start] = values[dna]
         return torch.log_softmax(row, dim=-1).float()
