@@ -244,8 +244,10 @@ def _use_every_tab(page, tmp_path):
 
     page.get_by_role("tab", name="Models").click()
     page.get_by_text("drafts with").first.wait_for()
+    page.get_by_text("is a small demonstration model").first.wait_for()  # the summary opens the tab
     page.get_by_role("button", name="Load", exact=True).click()
-    page.get_by_text("Demo only").first.wait_for()  # the model card
+    page.get_by_text("The full model card").first.click()  # folded below the summary
+    page.get_by_text("Demo only").first.wait_for()
     page.screenshot(path=str(tmp_path / "models.png"), full_page=True)
 
 
@@ -756,3 +758,22 @@ def test_choosing_a_model_sets_every_scoring_choice_to_that_models_own_method():
         species, region, *own = handler.fn(name)
         assert [m.value for m in own[:3]] == [method] * 3
         assert [w.value for w in own[3:6]] == [window] * 3 and [s.value for s in own[6:]] == [both] * 3
+
+
+def test_a_busy_port_is_named_in_one_sentence_before_the_models_load(tmp_path):
+    """Another program on the port: `python app.py` ends at once with one line naming the port and
+    GRADIO_SERVER_PORT, not Gradio's traceback after the models have loaded."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        began = time.monotonic()
+        done = subprocess.run([sys.executable, "app.py"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+                                   "CARBON_MODEL": "", "CARBON_OUTPUT_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (f"error: port {port} on 127.0.0.1 is in use or not allowed (Address already in "
+                                   "use): stop what holds it, or start on another port with GRADIO_SERVER_PORT=7861")
+    assert time.monotonic() - began < 60  # before any model loads

@@ -11,6 +11,8 @@ from carbon_app.inference.score import score_variant
 from carbon_app.inference.spec import resolve_spec
 from carbon_app.model.bundle import load_bundle
 
+from .conftest import REPO
+
 SEQ = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGG"
 
 
@@ -159,3 +161,18 @@ def test_a_progress_line_says_what_is_done_of_how_much_and_what_is_left():
     assert progress_line(500, 2000, "ALT alleles", 20.0) == "500 of 2,000 ALT alleles (25%) in 20 s, about 60 s left"
     assert progress_line(0, 2000, "ALT alleles", 3.0) == "0 of 2,000 ALT alleles (0%) in 3 s"  # nothing to go by
     assert progress_line(2000, 2000, "ALT", 80.0) == "2,000 of 2,000 ALT (100%) in 80 s"
+
+
+def test_the_models_tab_opens_with_what_the_model_is_and_is_good_for(service):
+    """The summary above the full card: the demo model named a demo with its measured AUROCs; a model with no
+    measurement of its own says so; a draft says it drafts; each says how to run Carbon-500M/3B/8B."""
+    facts = service.model_facts("carbon-demo")
+    text = fmt.model_summary(**facts)
+    quality = json.loads((REPO / "assets/models/carbon-demo/eval.json").read_text())["quality"]
+    assert "small demonstration model" in text and "Not good for: biological conclusions" in text
+    assert f"stop-gain vs synonymous AUROC {quality['stop_gain_vs_synonymous_auroc']:.2f}" in text
+    assert "1,536 bases" in text and "CARBON_MODEL=HuggingFaceBio/Carbon-3B" in text and "CARBON_SERVER" in text
+    other = fmt.model_summary("lab-model", facts["config"], 6, None, None)
+    assert "ships no held-out measurement" in other and "demonstration" not in other
+    draft = fmt.model_summary(**service.model_facts("carbon-demo-draft"))
+    assert "draft of a larger model" in draft and "draft of a larger model" not in text

@@ -367,3 +367,43 @@ def scan_summary(result, consequences=(), worst: int = 10) -> str:
             f"| {kind} | {len(by_kind[kind]):,} | {median(by_kind[kind]):+.4f} |" for kind in CLASSES
             if kind in by_kind))
     return text
+
+
+#: how to serve the released checkpoints, as the Models tab's summary says it
+CARBON_MODELS_HOWTO = (
+    "**Carbon-500M, 3B and 8B** (HuggingFaceBio): start the app with `CARBON_MODEL=HuggingFaceBio/Carbon-3B` "
+    "(or `CARBON_MODELS=HuggingFaceBio/Carbon-3B,HuggingFaceBio/Carbon-500M` for several; a local copy's folder "
+    "works too). The weights (bf16: about 1, 6 and 16 GB) download on first start and need a GPU: 500M and 3B "
+    "fit one 24 GB A10, 8B needs a larger one; 500M drafts for 3B and 8B (speculative decoding). For many "
+    "users, serve them with vLLM and set `CARBON_SERVER` (README, \"A vLLM server as the backend\").")
+
+
+def model_summary(name: str, config: dict, k: int, quality: dict | None, role: str | None) -> str:
+    """What a model is, what it is good and not good for, its measured quality in one line, and how to run
+    the released Carbon models: the few lines a person reads before the full card."""
+    layers, hidden = config.get("num_hidden_layers"), config.get("hidden_size")
+    context = int(config.get("max_position_embeddings") or 0)
+    shape = (f"a Llama-style decoder over {k}-mer tokens ({layers} layers, width {hidden}), reading up to "
+             f"{context:,} tokens ({context * k:,} bases) at once")
+    if quality and quality.get("demo"):
+        what = (f"**{plain(name)}** is a small demonstration model, {shape}, trained here on public genomes so "
+                "that every tab works offline.")
+        good = ("Good for: learning the tabs, trying designs, masks and constraints, and seeing how a variant "
+                "score is read.")
+        bad = "Not good for: biological conclusions; its scores and designs are far weaker than Carbon's."
+    else:
+        what = f"**{plain(name)}** is {shape}."
+        good = ("Good for: designing DNA with species and region tags, and ranking variants by how much less "
+                "likely the model finds the alternate sequence.")
+        bad = ("Not good for: clinical decisions; a delta is a likelihood change under the model, not a measured "
+               "effect.")
+    if role == "draft":
+        good += " It is also the draft of a larger model for speculative decoding."
+    if quality:
+        measured = (f"Measured on held-out genes: stop-gain vs synonymous AUROC "
+                    f"{quality['stop_gain_vs_synonymous_auroc']:.2f}, splice site vs deep intronic AUROC "
+                    f"{quality['splice_site_vs_deep_intronic_auroc']:.2f} (0.5 is chance; "
+                    f"{METHOD_WORDS[quality_method(quality)]}, {quality.get('window', 0):,}-base windows).")
+    else:
+        measured = "It ships no held-out measurement of its own; Carbon's published figures are in its card."
+    return "\n\n".join([what, f"{good} {bad}", measured, CARBON_MODELS_HOWTO])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import time
 
 import gradio as gr
@@ -127,12 +128,27 @@ def stop_on_sigterm(grace_s: float) -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Refuse, in one sentence, a port another program holds (Gradio would say so with a traceback, after
+    the models had loaded)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no bar
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise InputError(f"port {port} on {host} is in use or not allowed ({exc.strerror}): stop what holds "
+                             "it, or start on another port with GRADIO_SERVER_PORT=7861") from None
+
+
 def launch() -> None:
     """Start the server: preload the configured models, bounded queue, port 7860; a sign-in page first when
     CARBON_AUTH names users. SIGTERM stops it without losing finished work (`stop_on_sigterm`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     log.setLevel(logging.INFO)
     auth = sign_ins(os.environ.get("CARBON_AUTH"))
+    host = os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0")
+    port = whole_number(os.environ.get("GRADIO_SERVER_PORT", "7860"), "GRADIO_SERVER_PORT", 1, 65535)
+    check_port_free(host, port)  # before the models load, which takes a while
     grace = whole_number(os.environ.get("CARBON_SHUTDOWN_GRACE_S", "25"), "CARBON_SHUTDOWN_GRACE_S", 0)
     manager = ModelManager()
     config = AppConfig.from_env()
@@ -149,6 +165,4 @@ def launch() -> None:
     # api_open=False: a queued event is reached only through the queue, so its bound holds for every client
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
     stop_on_sigterm(grace)
-    demo.launch(css=CSS, server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")], auth=auth)
+    demo.launch(css=CSS, server_name=host, server_port=port, max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")], auth=auth)

@@ -14,6 +14,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
     service = page.service
     models = page.models
     manager = service.manager
+    summary = gr.Markdown()  # what the chosen model is and is good for, before the details below
     if service.config.server:
         gr.Markdown(f"Forward passes run on the server **{fmt.plain(service.config.server)}** (CARBON_SERVER): "
                     "every score, scan, context and VCF batch goes there, and so do designs without constraints "
@@ -32,7 +33,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
                                   "draft"], label="Loaded models")
     pairing = gr.Markdown()
     status = gr.JSON(visible=False)
-    with gr.Accordion("Model card", open=True):
+    with gr.Accordion("The full model card", open=False):
         card = gr.Markdown()
 
     def models_info():
@@ -50,6 +51,12 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
     def model_card(name):
         try:
             return service.model_card(name)
+        except CarbonError as exc:
+            fail(exc)
+
+    def model_summary(name):
+        try:
+            return fmt.model_summary(**service.model_facts(name))
         except CarbonError as exc:
             fail(exc)
 
@@ -76,5 +83,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
         model_card, chosen, card, api_name="model_card")
     unload_button.click(unload, chosen, shown, api_name="unload_model", **page.model_queue)
     chosen.change(model_card, chosen, card, api_visibility="private")
+    chosen.change(model_summary, chosen, summary, api_visibility="private")
     demo.load(models_info, None, shown, api_visibility="private")
     demo.load(model_card, chosen, card, api_visibility="private")  # the card on first view too
+    demo.load(model_summary, chosen, summary, api_name="model_summary")
