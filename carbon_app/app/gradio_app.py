@@ -165,4 +165,5 @@ def launch() -> None:
     # api_open=False: a queued event is reached only through the queue, so its bound holds for every client
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
     stop_on_sigterm(grace)
-    demo.launch(css=CSS, server_name=host, server_port=port, max_file_size=f"{5}mb", allowed_paths=[str(ASSETS / "examples")], auth=auth)
+    demo.launch(css=CSS, server_name=host, server_port=port, max_file_size=f"{5}mb",
+                allowed_paths=[str(ASSETS / "examples")], auth=auth)
