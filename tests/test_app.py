@@ -737,8 +737,16 @@ def test_a_constrained_design_through_the_api_meets_and_reports_its_constraints(
     assert all(len(r["constraints"]) == 5 and all(c["passes"] for c in r["constraints"]) for r in result["reports"])
     assert sorted(r["rank"] for r in result["reports"]) == [1, 2] and result["reports"][0]["ll_flank"] < 0
     assert "all 5 PASS" in out[2] and "with the downstream flank" in out[2]
+    from Bio import SeqIO
+
     header = open(next(f for f in out[5] if f.endswith("designs.fa"))).readline()
-    assert f"protein={protein}" in header and "avoid=BsaI,BsmBI" in header and "gc=35:65" in header
+    assert header == ">design_1 model=carbon-demo seed=3 bases=36\n"  # short: the settings are in JSON and GenBank
+    assert result["settings"]["constraints"] == {"protein": protein, "codon_table": "1", "avoid": "BsaI,BsmBI",
+                                                 "max_homopolymer": "4", "gc": "35:65"}
+    entry = next(SeqIO.parse(next(f for f in out[5] if f.endswith("designs.gb")), "genbank"))
+    cds = next(f for f in entry.features if f.type == "CDS")
+    assert cds.qualifiers["translation"] == [protein] and (int(cds.location.start), int(cds.location.end)) == (6, 42)
+    assert any("constraint" in note and "PASS" in note for f in entry.features for note in f.qualifiers.get("note", []))
 
 
 def test_choosing_a_model_sets_every_scoring_choice_to_that_models_own_method():

@@ -4,6 +4,7 @@ read correctly or refused with a message that names the problem, and the service
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 
@@ -181,19 +182,31 @@ def test_after_all_that_the_service_still_answers(service):
 
 
 def test_design_downloads_record_how_to_make_each_design_again(service):
+    """Short FASTA headers (name, model, seed, bases); every setting in the JSON and the GenBank file, enough
+    to make each design again; GenBank features for the prompt, the designed bases and the mask's runs."""
     final = _design(service, "ATGGTGCATCTG", 20, seed=11, species="plant", mask="N" * 17 + "TAA", top_k=50,
                     samples=2)
-    designs, with_prompt, _ = service.design_files(final)
+    designs, with_prompt, genbank, settings_file = service.design_files(final)
     records = list(SeqIO.parse(designs, "fasta"))
     assert [str(r.seq) for r in records] == final.sequences
-    fields = dict(item.split("=", 1) for item in records[0].description.split()[2:])
-    assert fields == {"model": "carbon-demo", "mode": "bp", "tags": "<plant_species>", "temperature": "0.9",
-                      "top_k": "50", "top_p": "1.0", "seed": "11", "mask": "N" * 17 + "TAA", "prompt_bases": "12"}
-    again = _design(service, "ATGGTGCATCTG", 20, seed=int(fields["seed"]), species="plant", mask=fields["mask"],
-                    top_k=int(fields["top_k"]), samples=2)
-    assert again.sequences == final.sequences  # the header is enough to make it again
+    assert records[1].description == "design_2 model=carbon-demo seed=11 bases=20"
+    settings = json.loads(open(settings_file).read())["settings"]
+    assert settings == {"model": "carbon-demo", "tags": "<plant_species>", "mode": "bp", "temperature": 0.9,
+                        "top_k": 50, "top_p": 1.0, "seed": 11, "bases": 20, "prompt_bases": 12,
+                        "mask": "N" * 17 + "TAA", "speculative_decoding": "off", "constraints": {}}
+    again = _design(service, "ATGGTGCATCTG", settings["bases"], seed=settings["seed"], species="plant",
+                    mask=settings["mask"], top_k=settings["top_k"], samples=2)
+    assert again.sequences == final.sequences  # the settings are enough to make it again
     whole = list(SeqIO.parse(with_prompt, "fasta"))
     assert [str(r.seq) for r in whole] == ["ATGGTGCATCTG" + s for s in final.sequences]
+    assert whole[0].description == "design_1_with_prompt model=carbon-demo seed=11 bases=32"
+    entries = list(SeqIO.parse(genbank, "genbank"))
+    assert [str(r.seq) for r in entries] == ["ATGGTGCATCTG" + s for s in final.sequences]
+    features = {(f.type, int(f.location.start), int(f.location.end), f.qualifiers.get("note", [""])[0])
+                for f in entries[0].features}
+    assert {("misc_feature", 0, 12, "the prompt, given"), ("misc_feature", 12, 32, "designed bases"),
+            ("misc_feature", 29, 32, "fixed by the mask")} <= features
+    assert entries[0].annotations["molecule_type"] == "DNA" and "seed=11" in entries[0].annotations["comment"]
 
 
 @pytest.mark.parametrize("name", ["evil-owner/big-repo", "HuggingFaceBio/Carbon-8B@main", "/etc", "../../assets",

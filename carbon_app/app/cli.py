@@ -16,10 +16,11 @@ import sys
 import time
 from contextlib import contextmanager, nullcontext
 
-from ..core.validate import whole_number
+from ..core.validate import output_file, whole_number
 from ..errors import CarbonError, InputError
 from ..inference.constraints import FIELDS as CONSTRAINT_FIELDS
 from ..inference.spec import METHODS, OWN_RADIUS, parse_delta_radius
+from .exports import design_name, design_settings, designs_fasta, designs_genbank
 from .progress import progress_line
 
 
@@ -121,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     for field in CONSTRAINT_FIELDS:  # each design constraint's own flags
         gen.add_argument(field.flag, type=int if field.number else str, help=field.help)
     gen.add_argument("--flank", help="downstream DNA to score each design with (ranked by design + flank)")
+    gen.add_argument("--genbank", metavar="FILE", help="also write the designs as GenBank: prompt, designed bases, "
+                     "mask runs, the protein's CDS, each constraint's check, every setting")
 
     score = commands.add_parser("score", help="score a variant (or a whole sequence)")
     _add_reference_args(score, genome=True)
@@ -197,17 +200,20 @@ def _generate(args) -> dict:
         mode=args.mode, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, samples=args.samples, **{field.name: getattr(args, field.name) for field in CONSTRAINT_FIELDS},
     )
+    genbank = output_file(args.genbank) if args.genbank else None  # named before any work
     bundle = _bundle(args)
     *_, result = run_design(bundle, request)
     reports = design_reports(bundle, result, args.flank or "")
+    if genbank:
+        genbank.write_text(designs_genbank(result, reports))
     if not args.json:
-        for i, (seq, row) in enumerate(zip(result.sequences, reports, strict=True), start=1):
+        print(designs_fasta(result), end="")
+        for i, row in enumerate(reports, start=1):
             checks = " ".join(f"{c['specification']}={'PASS' if c['passes'] else 'FAIL'}" for c in row["constraints"])
-            print(f">sample_{i} seed={result.seed} mode={result.mode} bases={len(seq)} "
-                  f"loglik={row['total']:.2f} rank={row.get('rank', '-')}" + (f" {checks}" if checks else "")
-                  + f"\n{seq}")
+            print(f"# {design_name(i)}: loglik={row['total']:.2f} rank={row.get('rank', '-')}"
+                  + (f" {checks}" if checks else ""), file=sys.stderr)
         print(f"# prompt text: {result.prompt_text}\n# prompt ids: {result.prompt_ids}", file=sys.stderr)
-    return {**result.to_dict(), "reports": reports}
+    return {"settings": design_settings(result), **result.to_dict(), "reports": reports}
 
 
 def _reference(args) -> str:

@@ -65,7 +65,9 @@ def design_provenance(result) -> str:
     parts = [f"model **{result.model}**", f"tags `{tags}`", f"mode {result.mode}",
              "greedy" if result.temperature == 0 else f"temperature {result.temperature:g}",
              f"top-k {result.top_k or 'off'}", f"top-p {result.top_p:g}", f"seed {result.seed}",
-             f"mask {'given' if result.mask else 'none'}", f"prompt {len(result.prompt):,} bases"]
+             f"mask {'given' if result.mask else 'none'}", f"prompt {len(result.prompt):,} bases",
+             "speculative decoding " + (f"on, drafted by {result.speculative.draft_model}" if result.speculative
+                                        else "off")]
     if result.constraints:
         shown = result.constraints.options().items()
         parts.append("constraints " + ", ".join(f"{name}={text}" for name, text in shown))
@@ -86,12 +88,6 @@ def variant_blocks(scored, reach: int = 30) -> str:
                          highlight={offset - lo + i: "#ffd6d6" for i in range(len(scored.variant.alt))},
                          title=f"alternate ({scored.variant})")
     return ref + alt
-
-
-def fasta_text(sequences: list[str], settings: str = "") -> str:
-    """The designs as FASTA, 60 bases a line, for copying."""
-    return "".join(f">design_{i} {settings}".rstrip() + "\n" + "\n".join(seq[j : j + LINE] for j in
-                   range(0, len(seq), LINE)) + "\n" for i, seq in enumerate(sequences, start=1))
 
 
 def verdict(scored) -> str:

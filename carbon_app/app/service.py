@@ -39,6 +39,7 @@ from ..model.hub import bundled_models, configured_models, default_model_name, r
 from ..model.manager import ModelManager, out_of_memory_as_error
 from ..serving.client import ServerClient
 from ..serving.served import OWN_DRAFTS, ServedModel, connect, in_process_only
+from .exports import design_settings, designs_fasta, designs_genbank
 from .results import Retention, new_result_folder
 
 log = logging.getLogger("carbon_app")
@@ -307,25 +308,14 @@ class Service:
                     self.stopped += 1
                 raise
 
-    def design_files(self, result: GenerationResult) -> list[str]:
-        """FASTA of the new bases, FASTA of prompt + design, and the full JSON; each FASTA header holds
-        everything needed to make the design again."""
-        tags = result.prompt_text.split("<dna>")[0] or "none"
-        settings = (f"model={result.model} mode={result.mode} tags={tags} temperature={result.temperature} "
-                    f"top_k={result.top_k} top_p={result.top_p} seed={result.seed} mask={result.mask or 'none'} "
-                    f"prompt_bases={len(result.prompt)}")
-        if result.constraints:  # the constraints it was made under, as the command line takes them
-            settings += "".join(f" {name}={text}" for name, text in result.constraints.options().items())
-
-        def fasta(records: list[tuple[str, str]]) -> str:
-            return "".join(f">{name} {settings}\n" + "\n".join(seq[j : j + 60] for j in range(0, len(seq), 60))
-                           + "\n" for name, seq in records)
-
-        designs = [(f"design_{i} bases={len(seq)}", seq) for i, seq in enumerate(result.sequences, start=1)]
-        whole = [(f"design_{i}_with_prompt bases={len(result.prompt) + len(seq)} design_from={len(result.prompt) + 1}",
-                  result.prompt + seq) for i, seq in enumerate(result.sequences, start=1)]
-        return [self._write("designs.fa", fasta(designs)), self._write("designs_with_prompt.fa", fasta(whole)),
-                self._write("designs.json", json.dumps(result.to_dict(), indent=1))]
+    def design_files(self, result: GenerationResult, reports: list[dict] | None = None) -> list[str]:
+        """FASTA of the new bases, FASTA of prompt + design (short headers: `exports.fasta_header`), GenBank
+        with features, and the JSON with every setting (`exports.design_settings`) and each design's checks."""
+        return [self._write("designs.fa", designs_fasta(result)),
+                self._write("designs_with_prompt.fa", designs_fasta(result, with_prompt=True)),
+                self._write("designs.gb", designs_genbank(result, reports)),
+                self._write("designs.json", json.dumps({"settings": design_settings(result), **result.to_dict(),
+                                                        "reports": reports or []}, indent=1))]
 
     def design_reports(self, result: GenerationResult, flank: str | None = None) -> list[dict]:
         """Each design's checks, constraints and log-likelihood (with a downstream flank when given), ranked:

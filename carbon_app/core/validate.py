@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
+from pathlib import Path
 
 from ..errors import InputError
 
@@ -68,3 +69,13 @@ def argument_type(check):
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return parse
+
+
+def output_file(path) -> Path:
+    """A file to write, checked before any work: its folder exists and it is not a folder itself."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise InputError(f"the folder of the output '{path}' does not exist: make it first")
+    if path.is_dir():
+        raise InputError(f"the output '{path}' is a folder: name a file")
+    return path

@@ -26,6 +26,7 @@ from itertools import islice
 from pathlib import Path
 
 from ..core.stopping import Stopped, boundary
+from ..core.validate import output_file
 from ..errors import InputError
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
@@ -285,10 +286,8 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
     if not vcf_in.is_file():
         raise InputError(f"the VCF '{vcf_in}' does not exist or is not a file")
     for out in (vcf_out, tsv_out):
-        if out is not None and not out.parent.is_dir():
-            raise InputError(f"the folder of the output '{out}' does not exist: make it first")
-        if out is not None and out.is_dir():
-            raise InputError(f"the output '{out}' is a folder: name a file")
+        if out is not None:
+            output_file(out)
     scorer = scorer or LocalScorer(bundle, reference, resolve_spec(bundle, spec, **settings))
     spec, model_name = scorer.spec, scorer.model_name
     settings_line = f"model={model_name},genome={reference.name}," + spec.header()

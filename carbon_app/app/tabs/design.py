@@ -11,6 +11,7 @@ from ...inference.constraints import KINDS as CONSTRAINT_KINDS
 from ...inference.constraints import DesignConstraints, Field
 from ...inference.request import MAX_SAMPLES
 from .. import formatting as fmt
+from ..exports import design_settings, designs_fasta
 from ..plots import confidence_figure, logo_figure
 from ..service import Service
 from .common import FREE, Page, fail, sequence_inputs
@@ -148,8 +149,8 @@ def design_tab(page: Page) -> None:
                                                                result.sequences),
                         checks: checks_text, prompt_info: fmt.prompt_info(result),
                         status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
-                        files: service.design_files(result), fasta_copy: fmt.fasta_text(result.sequences),
-                        design_json: {**result.to_dict(), "reports": reports}}
+                        files: service.design_files(result, reports), fasta_copy: designs_fasta(result),
+                        design_json: {"settings": design_settings(result), **result.to_dict(), "reports": reports}}
                 # the logo's ~500 glyphs take matplotlib longer (about 2 s on 2 cores) than a short design takes
                 # the model: the designs and their checks go first, the logo follows
                 yield {**done, logo: None}
