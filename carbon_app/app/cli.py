@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     vcf.add_argument("--vcf", required=True, help="input VCF (.vcf or bgzipped .vcf.gz)")
     vcf.add_argument("--out", required=True, help="the scored VCF to write (.vcf, or .vcf.gz for bgzip)")
     vcf.add_argument("--tsv", help="also a table: line, chrom, pos, id, ref, alt, delta, problem, message")
+    vcf.add_argument("--rename-chrs", metavar="FILE", help="map the VCF's contig names to the genome's: 'VCF_NAME "
+                     "GENOME_NAME' a line, as bcftools reads it (chr17 and 17 match without one)")
     vcf.add_argument("--context", type=int, default=0, help="also rank each ALT among every substitution within "
                      "this many bases (INFO CARBON_CONTEXT; default 0: off)")
     vcf.add_argument("--resume", action="store_true", help="keep what a stopped run (SIGTERM, Ctrl-C) wrote to --out "
@@ -358,17 +360,25 @@ def _ray_scorer(args, reference, options: dict):
                      args.device, options)
 
 
+def _read_text(path: str, flag: str) -> str:
+    try:
+        return open(path).read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{flag} '{path}' cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def _score_vcf(args) -> dict:
-    from ..genome.reference import Reference
+    from ..genome.reference import Reference, read_renaming
     from ..genome.vcf import score_vcf
     reference = Reference(args.reference)
+    renamed = read_renaming(_read_text(args.rename_chrs, "--rename-chrs")) if args.rename_chrs else None
     options = {**_settings(args), "context": args.context}
     scorer = _ray_scorer(args, reference, options) if args.ray else None
     bundle = None if scorer else _bundle(args)
     bar, progress = _progress_bar("ALT")
     with bar, _stops_gracefully("score-vcf") as signals:
         summary = score_vcf(bundle, reference, args.vcf, args.out, args.tsv, progress=progress, scorer=scorer,
-                            resume=args.resume, **options)
+                            resume=args.resume, renamed=renamed, **options)
     for line in summary.lines():
         print(line, file=sys.stderr)
     return {"records": summary.records, "alts": summary.alts, "scored": summary.scored,

@@ -24,7 +24,7 @@ from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
-from ..genome.reference import Reference, configured_references
+from ..genome.reference import Reference, configured_references, read_renaming, uploaded_reference
 from ..genome.scoring import GenomicScore, describe_at_stages
 from ..genome.vcf import UploadLimits, VcfSummary, count_alts, score_vcf
 from ..inference.annotate import VariantReport, describe_stages, last, scan_consequences
@@ -367,15 +367,24 @@ class Service:
         with self._request("this variant score"):
             yield from describe_at_stages(target, reference, variant, cds, spec.context, progress, spec)
 
-    def score_vcf(self, model: str, genome: str, upload: str | None, progress=None, **options
-                  ) -> tuple[VcfSummary, list[str], list[list]]:
-        """An uploaded VCF scored against one of the server's genomes: the summary, the annotated VCF and the
-        TSV to download, and the TSV's rows."""
-        reference = self.genome(genome)
-        if reference is None:
-            raise InputError("choose the genome the VCF's coordinates are on")
+    def score_vcf(self, model: str, genome: str, upload: str | None, progress=None, genome_upload: str | None = None,
+                  renaming: str | None = None, **options) -> tuple[VcfSummary, list[str], list[list]]:
+        """An uploaded VCF scored against one of the server's genomes, or against a FASTA uploaded beside it
+        (`genome_upload`), its contig names mapped through `renaming` ('VCF_NAME GENOME_NAME' lines): the
+        summary, the annotated VCF (with its tabix index when it has one) and the TSV to download, and the
+        TSV's rows."""
         if not upload:
             raise InputError("upload a VCF (.vcf or bgzipped .vcf.gz)")
+        renamed = read_renaming(renaming)  # a malformed table is named before any work
+        folder = self.result_folder()
+        if genome_upload:
+            if Path(genome_upload).stat().st_size > MAX_UPLOAD_BYTES:
+                raise InputError(f"the uploaded genome is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
+            reference = uploaded_reference(genome_upload, folder, self.config.upload_limits.expanded_bytes)
+        else:
+            reference = self.genome(genome)
+        if reference is None:
+            raise InputError("choose the genome the VCF's coordinates are on, or upload one (FASTA)")
         path = Path(upload)
         if path.stat().st_size > MAX_UPLOAD_BYTES:
             raise InputError(f"the uploaded VCF is larger than {MAX_UPLOAD_BYTES // 2**20} MB; the command line "
@@ -386,15 +395,16 @@ class Service:
                              f"{self.config.max_vcf_alts:,} at a time (the command line, score-vcf, has no limit)")
         target = self.model(model)
         spec = self.bounded(resolve_spec(target, **options), f"this VCF's {alts:,} ALT alleles", alleles=alts)
-        folder = self.result_folder()
         stem = path.name.removesuffix(".gz").removesuffix(".vcf")
         vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
         with self._request("this VCF"):
-            summary = score_vcf(target, reference, path, vcf_out, tsv_out, spec=spec, progress=progress)
+            summary = score_vcf(target, reference, path, vcf_out, tsv_out, spec=spec, progress=progress,
+                                renamed=renamed)
         if summary.partial:  # a shutdown: the page may not hear of it, the server's log does
             log.warning("VCF job %s: %s; outputs kept in %s", folder.name, summary.partial.sentence(), folder)
         rows = [line.split("\t") for line in tsv_out.read_text().splitlines()[1:]]
-        return summary, [str(vcf_out), str(tsv_out)], rows
+        index = Path(f"{vcf_out}.tbi")  # made where the records are in coordinate order
+        return summary, [str(vcf_out), *([str(index)] if index.exists() else []), str(tsv_out)], rows
 
     def variant_files(self, scored: VariantScore, data: dict) -> list[str]:
         """The aligned tracks (TSV, positions as `scored` has them) and the whole result (`data`, JSON)."""

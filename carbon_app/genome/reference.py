@@ -97,3 +97,48 @@ def configured_references(text: str | None = None) -> dict[str, Path]:
             raise InputError(f"CARBON_REFERENCES entry '{item}' is not NAME=PATH (e.g. GRCh38=/data/hg38.fa)")
         found[name.strip()] = Path(path.strip())
     return found
+
+
+def read_renaming(text: str) -> dict[str, str]:
+    """A contig renaming table, as bcftools' --rename-chrs reads one: 'OLD NEW' a line (spaces or a tab
+    between; blank lines and # comments skipped) -> {old: new}; a malformed line is named."""
+    table: dict[str, str] = {}
+    for number, line in enumerate(str(text or "").splitlines(), start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) != 2:
+            raise InputError(f"line {number} of the contig renaming table is '{line.strip()[:60]}': write the VCF's "
+                             "name and the genome's, e.g. '17 ref_brca1', one pair a line")
+        table[fields[0]] = fields[1]
+    return table
+
+
+def uploaded_reference(upload: str | Path, folder: Path, max_bytes: int) -> Reference:
+    """A FASTA a person brought (plain, gzip or bgzip), copied into `folder` as plain FASTA in bounded pieces
+    (refused past `max_bytes` expanded: a small gzip can hold a huge file) and indexed with pysam; named by
+    its file's name."""
+    import gzip
+
+    upload = Path(upload)
+    target = folder / "uploaded_genome.fa"
+    with open(upload, "rb") as probe:
+        compressed = probe.read(2) == b"\x1f\x8b"
+    written = 0
+    try:
+        with (gzip.open(upload, "rb") if compressed else open(upload, "rb")) as source, open(target, "wb") as out:
+            while piece := source.read(1 << 20):
+                if not written and not piece.lstrip().startswith(b">"):
+                    raise InputError(f"the genome '{upload.name}' is not a FASTA file: it does not begin with a "
+                                     "'>' header line")
+                written += len(piece)
+                if written > max_bytes:
+                    raise InputError(f"the genome '{upload.name}' expands to more than {max_bytes // 2**20:,} MB; "
+                                     "a server's genomes are set in CARBON_REFERENCES, the command line takes any "
+                                     "size (score-vcf --reference)")
+                out.write(piece)
+    except (OSError, EOFError) as exc:
+        raise InputError(f"the genome '{upload.name}' cannot be read: {exc}") from None
+    if not written:
+        raise InputError(f"the genome '{upload.name}' is empty")
+    return Reference(target, name=upload.name)

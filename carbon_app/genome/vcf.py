@@ -57,6 +57,9 @@ class VcfSummary:
     spec: ScoringSpec | None = None  # the whole setup, as used
     partial: Partial | None = None  # where the job stopped, if it stopped part-way (the outputs hold that much)
     resumed: int = 0  # records kept from the partial output this job resumed
+    genome: str = ""  # the genome's name and its contigs, to say what a VCF's unknown contigs could be
+    genome_contigs: list[str] = field(default_factory=list)
+    missing_contigs: Counter = field(default_factory=Counter)  # VCF contig -> ALT alleles the genome lacks it for
     _last: tuple[str, int] | None = None
     _contigs_done: set = field(default_factory=set)
 
@@ -74,6 +77,8 @@ class VcfSummary:
         self.alts += len(problems)
         self.scored += problems.count(None)
         self.problems.update(problem for problem in problems if problem is not None)
+        if "unknown_contig" in problems:
+            self.missing_contigs[contig] += problems.count("unknown_contig")
 
     def lines(self) -> list[str]:
         """The summary in sentences."""
@@ -85,9 +90,24 @@ class VcfSummary:
         out += [f"{n:,} not scored: {code}" for code, n in self.problems.most_common()]
         out += [f"line {line}: {reason} (not a VCF record; left out of the VCF, listed in the TSV)"
                 for line, reason in self.malformed]
+        if self.missing_contigs:
+            out.append(self.contig_hint())
         if self.hint:
             out.append(self.hint)
         return out
+
+    def contig_hint(self) -> str:
+        """Which of the VCF's contigs the genome lacks, which it has, and how to score them."""
+        top = self.missing_contigs.most_common(5)
+        lacked = ", ".join(f"{name} ({n:,} ALT allele{'s' if n != 1 else ''})" for name, n in top)
+        if len(self.missing_contigs) > len(top):
+            lacked += f" and {len(self.missing_contigs) - len(top):,} more"
+        has = ", ".join(self.genome_contigs[:6]) + (f", ... ({len(self.genome_contigs):,} in all)"
+                                                    if len(self.genome_contigs) > 6 else "")
+        return (f"The genome {self.genome} has no contig {lacked}; its contigs are {has}. Score these against a "
+                "genome that has them (score-vcf --reference FASTA; on a server, a FASTA uploaded beside the VCF "
+                "or a genome added to CARBON_REFERENCES=NAME=PATH), or map the VCF's contig names to the "
+                "genome's with a renaming table ('VCF_NAME GENOME_NAME' a line: --rename-chrs FILE).")
 
 
 def _open_text(path: Path):
@@ -267,14 +287,15 @@ def _writer(path: Path):
 def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Path, vcf_out: str | Path,
               tsv_out: str | Path | None = None, progress: Callable[[int, int], None] | None = None,
               scorer: ChunkScorer | None = None, spec: ScoringSpec | None = None, resume: bool = False,
-              **settings) -> VcfSummary:
+              renamed: dict[str, str] | None = None, **settings) -> VcfSummary:
     """Score every ALT of every record of `vcf_in` against `reference` as `spec` says (else `resolve_spec` of
     `settings`: the model's own for what is not given); write `vcf_out` (and `tsv_out`). With the spec's
     `context` > 0 each ALT is also ranked among the substitutions within that many bases (INFO
     CARBON_CONTEXT). `progress(done, total)` follows the ALT alleles. `scorer` scores the chunks (default:
     in this process; `distributed.RayScorer` spreads them over a Ray cluster, its workers resolving the same
     spec); the file is written here, in order, whoever scored each chunk (with a scorer, `bundle` may be None).
-    The headers name the spec as used: the window scored, never the one asked for.
+    The headers name the spec as used: the window scored, never the one asked for. `renamed` maps the VCF's
+    contig names to the genome's (`reference.read_renaming`); the records keep their own.
 
     The outputs are written beside their final names and moved there at the end. A job stopped part-way
     (`core.stopping`: a shutdown after its current chunk, a cancel, or an error while scoring) still leaves
@@ -292,7 +313,7 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
     spec, model_name = scorer.spec, scorer.model_name
     settings_line = f"model={model_name},genome={reference.name}," + spec.header()
     began = time.perf_counter()
-    summary = VcfSummary(method=spec.method, spec=spec)
+    summary = VcfSummary(method=spec.method, spec=spec, genome=reference.name, genome_contigs=list(reference.lengths))
     with tempfile.TemporaryDirectory(dir=vcf_out.parent, prefix=".carbon-") as tmp:
         clean = Path(tmp) / "input.vcf"
         line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings_line, spec.context)
@@ -300,7 +321,7 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
         if resume and vcf_out.is_file():
             earlier = earlier_output(vcf_out, settings_line, line_of)
         staged_vcf, staged_tsv = Path(tmp) / f"output{vcf_out.suffix}", Path(tmp) / "output.tsv"
-        job = _VcfJob(scorer, summary, line_of, total_alts, spec.context, progress)
+        job = _VcfJob(scorer, summary, line_of, total_alts, spec.context, progress, renamed or {})
         with _writer(staged_vcf) as write, open(staged_tsv, "w") if tsv_out else nullcontext() as tsv:
             job.begin(clean, write, tsv)
             if earlier is not None:
@@ -342,8 +363,9 @@ class _VcfJob:
     """One pass over a prepared VCF: records in chunks to the scorer, written back in order as each is done."""
 
     def __init__(self, scorer: ChunkScorer, summary: VcfSummary, line_of: list[int], total_alts: int,
-                 context: int, progress: Callable[[int, int], None] | None):
+                 context: int, progress: Callable[[int, int], None] | None, renamed: dict[str, str]):
         self.scorer, self.summary, self.line_of, self.total_alts = scorer, summary, line_of, total_alts
+        self.renamed = renamed
         self.options, self.progress = {"context": context}, progress
         self.pending_malformed = list(summary.malformed)
         self.counted = 0
@@ -440,7 +462,7 @@ class _VcfJob:
 
     def submit(self, chunk: list) -> None:
         boundary()  # a shutdown stops here, between chunks: the finished ones are kept whole
-        jobs = _jobs(chunk)
+        jobs = _jobs(chunk, self.renamed)
         variants = [job[2] for job in jobs if isinstance(job[2], GenomicVariant)]
         self.in_flight.append((chunk, jobs, self.scorer.submit(variants, self.step)))
         while len(self.in_flight) > self.scorer.in_flight:
@@ -455,15 +477,17 @@ class _VcfJob:
         self.done = chunk[-1][0] + 1
 
 
-def _jobs(chunk) -> list[tuple[int, int, GenomicVariant | VariantProblem]]:
-    """(chunk row, ALT index, the variant or why it cannot be one) for every ALT of a chunk's records."""
+def _jobs(chunk, renamed: dict[str, str]) -> list[tuple[int, int, GenomicVariant | VariantProblem]]:
+    """(chunk row, ALT index, the variant or why it cannot be one, on the genome's contig name) for every ALT
+    of a chunk's records."""
     jobs: list[tuple[int, int, GenomicVariant | VariantProblem]] = []
     for row, (_, record) in enumerate(chunk):
         if isinstance(record, Exception):
             continue
         for a, alt in enumerate(record.alts or ()):
             try:
-                jobs.append((row, a, _checked(record.chrom, record.pos, record.ref, alt, "")))
+                contig = renamed.get(record.chrom, record.chrom)
+                jobs.append((row, a, _checked(contig, record.pos, record.ref, alt, "")))
             except VariantProblem as exc:
                 jobs.append((row, a, exc))
             except Exception as exc:  # REF equals ALT and the like: named, not fatal

@@ -23,8 +23,15 @@ def vcf_tab(page: Page) -> None:
                 f"{service.config.max_vcf_alts:,} ALT alleles here; the command line (`score-vcf`) has no limit.")
     with gr.Row():
         with gr.Column(scale=3):
-            genome = gr.Dropdown(genomes, value=genomes[0] if genomes else None, label="Genome", **FREE)
+            genome = gr.Dropdown(genomes, value=genomes[0] if genomes else None, label="Genome", **FREE,
+                                 info="this server's genomes (CARBON_REFERENCES); or bring one below")
             upload = gr.File(label="VCF (.vcf or bgzipped .vcf.gz)", file_types=[".vcf", ".gz"], height=130)
+            with gr.Accordion("Your own genome, contig names", open=False):
+                genome_file = gr.File(label="A genome FASTA (.fa, .fasta, .fna, gzipped or not; up to 5 MB, "
+                                            "64 MB unpacked): used instead of the genome above",
+                                      file_types=[".fa", ".fasta", ".fna", ".gz"], height=110)
+                renaming = gr.Textbox(label="Contig names: the VCF's name and the genome's, one pair a line "
+                                            "(chr17 and 17 match without one)", lines=2, placeholder="17 ref_brca1")
         with gr.Column(scale=2):
             window = page.window_number("Window (bases)")
             strand = page.strand_checkbox()
@@ -37,14 +44,15 @@ def vcf_tab(page: Page) -> None:
     plot = gr.Plot(label="Deltas along the genome")
     table = gr.Dataframe(headers=fmt.VCF_TABLE_COLUMNS, label="Every ALT allele (click a column to sort)",
                          max_height=400, elem_classes="carbon-table")
-    files = gr.File(label="Downloads (annotated VCF, TSV)", file_count="multiple")
+    files = gr.File(label="Downloads (annotated VCF, its tabix index, TSV)", file_count="multiple")
     if DEMO_GENOME in genomes:
         gr.Examples([[DEMO_GENOME, str(ASSETS / "examples" / page.examples["vcf"])]], inputs=[genome, upload],
                     label="Example: HBB variants (HbS, HbC, HbE, thalassaemia alleles, one wrong REF)")
 
     @page.runs_model
     def score(model, species, region, genome, upload, window, strand, method, context,
-              progress=gr.Progress()):  # noqa: B008
+              progress=gr.Progress(), **named):  # noqa: B008
+        # the genome file and the renaming come by name: API clients written before them still work
         began = time.monotonic()
 
         def tell(done: int, total: int) -> None:
@@ -53,10 +61,13 @@ def vcf_tab(page: Page) -> None:
         try:
             result, paths, rows = service.score_vcf(model, genome, upload, progress=tell, window=window,
                                                     strand_average=bool(strand), species=species, region=region,
-                                                    method=method, context=context)
+                                                    method=method, context=context,
+                                                    genome_upload=named.get("genome_file"),
+                                                    renaming=named.get("renaming"))
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
-        made = (f"*Scored with model **{model}** on **{genome}**; species `{species}`, region `{region}`. "
+        made = (f"*Scored with model **{model}** on **{fmt.plain(result.genome)}**; species `{species}`, "
+                f"region `{region}`. "
                 f"{result.spec.sentence()}" + (f" Context ±{context}." if context else "")
                 + " (Also in the VCF's header.)*")
         text = "\n\n".join([fmt.vcf_markdown(result), made,
@@ -65,4 +76,5 @@ def vcf_tab(page: Page) -> None:
         return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
 
     page.run_on_click(button, score, [*page.choices, genome, upload, window, strand, method, context],
-                 [summary, plot, table, files], "score_vcf")
+                      [summary, plot, table, files], "score_vcf", by_name={"genome_file": genome_file,
+                                                                          "renaming": renaming})
