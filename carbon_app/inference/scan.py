@@ -320,20 +320,25 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     alt_rows = max(1, pass_tokens(bundle) // n_tokens)
     bundle.memory.check((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
                         (rows + alt_rows) * n_tokens, f"{what} in {size:,}-base windows")
-    cache = preallocated_cache(config, width)
-    hidden = bundle.hidden_states(ids[:, :-1], cache)[:, first:]  # [rows, n_tokens, H]: predicts token i
-    ref_kmer_logits = bundle.kmer_logits(hidden)
-    kmer_ids = ids[:, first + 1 :]  # [rows, n_tokens]
-    # per-token sums in float64: a window's log-likelihood is ~-1,000, where float32 steps by ~6e-5, and a
-    # delta is a difference of two such sums
-    ref_token_sums = _token_sums(ref_kmer_logits, allowed, kmer_ids - kmer_start, real, method)  # [rows, n_tokens]
-
     by_token: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # token -> (window, position in it, base)
     for r, (lo, _, positions) in enumerate(windows):
         for pos0, bases in positions.items():
             q = pos0 - lo
             if seq[pos0] in "ACGT":
                 by_token[q // k] += [(r, q, b) for b in range(4) if BASES[b] != seq[pos0] and BASES[b] in bases]
+    # the tokens any delta reads: with a radius, none past the last substitution's reach (the model is causal,
+    # so the tokens after it change nothing before it): about half of each centred window
+    needed = n_tokens if delta_radius is None else min(n_tokens, 1 + max(
+        ((q + delta_radius) // k for jobs in by_token.values() for _, q, _ in jobs), default=0))
+    cache = preallocated_cache(config, width)
+    hidden = bundle.hidden_states(ids[:, : first + needed], cache)[:, first:]  # [rows, needed, H]: predicts token i
+    ref_kmer_logits = bundle.kmer_logits(hidden)
+    kmer_ids = ids[:, first + 1 : first + 1 + needed]  # [rows, needed]
+    allowed, real = allowed[:, :needed], real[:needed]
+    # per-token sums in float64: a window's log-likelihood is ~-1,000, where float32 steps by ~6e-5, and a
+    # delta is a difference of two such sums
+    ref_token_sums = _token_sums(ref_kmer_logits, allowed, kmer_ids - kmer_start, real, method)  # [rows, needed]
+
     deltas = [{p: np.full(4, np.nan) for p in positions} for _, _, positions in windows]
     for t, jobs in sorted(by_token.items()):
         for c in range(0, len(jobs), alt_rows):
@@ -349,9 +354,9 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
             # ones before it read the same context either way: their terms do not change)
             reach = n_tokens * k if delta_radius is None else delta_radius
             last_base = torch.tensor([q + reach for _, q, _ in chunk], device=bundle.device)
-            base_at = torch.arange(n_tokens * k, device=bundle.device).reshape(n_tokens, k)
-            counted = real & (base_at <= last_base[:, None, None])  # [batch, n_tokens, k]
-            last = min(n_tokens - 1, int(last_base.max()) // k)  # the last token holding a counted base
+            base_at = torch.arange(needed * k, device=bundle.device).reshape(needed, k)
+            counted = real & (base_at <= last_base[:, None, None])  # [batch, needed, k]
+            last = min(needed - 1, int(last_base.max()) // k)  # the last token holding a counted base
             # the substituted token, scored from the reference pass
             alt_kmer = kmer_index(alt_digits)
             own = _token_sums(ref_kmer_logits[which, t], alt_allowed, alt_kmer, counted[:, t], method)
