@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -157,3 +158,16 @@ def test_scores_at_genome_coordinates_and_a_vcf_from_the_command_line(compact_mo
                       str(tmp_path / "none.vcf"), "--out", str(tmp_path / "x.vcf"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
 
+
+
+def test_in_a_log_a_progress_line_comes_at_least_every_interval_even_while_a_chunk_is_silent(capsys):
+    """One report, then a long silent chunk: the clock repeats the count every interval, and the end is said."""
+    from carbon_app.app.cli import _ProgressLines
+
+    with _ProgressLines("ALT", every=0.2) as progress:
+        progress(512, 2000)
+        time.sleep(1.1)  # a chunk that reports nothing
+        progress(2000, 2000)
+    lines = capsys.readouterr().err.splitlines()
+    assert len([line for line in lines if line.startswith("scoring: 512 of 2,000 ALT")]) >= 4
+    assert lines[-1].startswith("scoring: 2,000 of 2,000 ALT")

@@ -13,8 +13,9 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from ..core.validate import output_file, whole_number
 from ..errors import CarbonError, InputError
@@ -308,18 +309,45 @@ def _progress_bar(unit: str):
             bar.update(done - bar.n)
 
         return bar, progress
-    every = float(os.environ.get("CARBON_PROGRESS_EVERY_S") or 10)
-    began = time.monotonic()
-    said = [began]
+    lines = _ProgressLines(unit, float(os.environ.get("CARBON_PROGRESS_EVERY_S") or 10))
+    return lines, lines
 
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - said[0] < every and done < total:
-            return
-        said[0] = now
-        print(f"scoring: {progress_line(done, total, unit, now - began)}", file=sys.stderr, flush=True)
 
-    return nullcontext(), progress
+class _ProgressLines:
+    """Progress for a log: a line at least every `every` seconds while the job runs (a clock thread repeats
+    the last count when no chunk has reported since: a long chunk is not silence), and one at the end."""
+
+    def __init__(self, unit: str, every: float):
+        self.unit, self.every = unit, every
+        self.began = self.said = time.monotonic()
+        self.done = self.total = 0
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._clock = threading.Thread(target=self._tick, daemon=True)
+
+    def __enter__(self):
+        self._clock.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._clock.join()
+
+    def __call__(self, done: int, total: int) -> None:
+        with self._lock:
+            self.done, self.total = done, total
+        if time.monotonic() - self.said >= self.every or done >= total:
+            self._say()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(1.0, self.every)):
+            if self.total and time.monotonic() - self.said >= self.every:
+                self._say()
+
+    def _say(self) -> None:
+        with self._lock:
+            now = self.said = time.monotonic()
+            line = progress_line(self.done, self.total, self.unit, now - self.began)
+        print(f"scoring: {line}", file=sys.stderr, flush=True)
 
 
 @contextmanager
