@@ -42,7 +42,7 @@ def test_generate_api_matches_the_engine(client, demo):
     expected = generate(demo, "ATGTCTGCTAAAGG", 40, species="fungus", region="protein_coding", seed=7, samples=2)
     assert result["sequences"] == expected.sequences
     assert result["prompt_ids"] == expected.prompt_ids
-    assert "design 1" in out[0] and len(out[5]) == 3  # sequences shown; FASTA, FASTA with the prompt, JSON
+    assert "design 1" in out[0] and len(out[5]) == 4  # shown; FASTA, FASTA with the prompt, GenBank, JSON
 
 
 def test_a_designs_results_are_shown_before_its_logo_is_drawn(client):

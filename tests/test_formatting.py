@@ -13,6 +13,8 @@ from carbon_app.model.bundle import load_bundle
 
 from .conftest import REPO
 
+HBB_WINDOW = "".join((REPO / "assets/examples/hbb.fa").read_text().split("\n")[1:])[1100:1400]
+
 SEQ = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGG"
 
 
@@ -176,3 +178,33 @@ def test_the_models_tab_opens_with_what_the_model_is_and_is_good_for(service):
     assert "ships no held-out measurement" in other and "demonstration" not in other
     draft = fmt.model_summary(**service.model_facts("carbon-demo-draft"))
     assert "draft of a larger model" in draft and "draft of a larger model" not in text
+
+
+def test_plots_a_biologist_reads(demo):
+    """Variant tracks on sequence positions, the summed bases shaded, the alternate dashed; the site's bars
+    numbered for both contexts; a bits logo over the whole design, likeliest letter on top."""
+    import numpy as np
+
+    from carbon_app.app.plots import logo_figure, site_figure, variant_figure
+
+    scored = score_variant(demo, HBB_WINDOW, "150:G>T", window=120, frames=2)
+    fig = variant_figure(scored)
+    ref, alt, bars = fig.data
+    assert list(ref.x) == [float(p) for p in scored.aligned_ref_pos] and alt.line.dash == "dash"
+    shaded = [shape for shape in fig.layout.shapes if shape.type == "rect"]
+    assert {(shape.x0, shape.x1) for shape in shaded} == {(150 - scored.delta_radius - 0.5,
+                                                          150 + scored.delta_radius + 0.5)}
+    assert fig.layout.legend.y < 0  # below the plots, clear of their titles
+    insertion = score_variant(demo, HBB_WINDOW, f"150:{HBB_WINDOW[149]}>{HBB_WINDOW[149]}GG", window=120, frames=1)
+    xs = list(variant_figure(insertion).data[0].x)
+    assert xs == sorted(xs) and 150 < xs[list(insertion.aligned_ref_pos).index(None)] < 151
+    site = site_figure(scored)
+    assert [trace.name for trace in site.data] == ["reference context", "alternate context"]
+    assert all(text == f"{value:.2f}" for trace in site.data for text, value in zip(trace.text, trace.y, strict=True))
+    marginals = np.array([[0.97, 0.01, 0.01, 0.01], [0.25, 0.25, 0.25, 0.25]] + [[0.1, 0.2, 0.3, 0.4]] * 298)
+    logo = logo_figure(marginals)
+    heights = np.sum([trace.y for trace in logo.data], axis=0)
+    assert len(heights) == 300 and heights[1] == 0 and abs(heights[0] - (2 + sum(
+        p * np.log2(p) for p in marginals[0]))) < 1e-9
+    assert logo.data[-1].text[0] == "A" and logo.data[-1].text[2] == "G"  # the likeliest on top
+    assert tuple(logo.layout.xaxis.range) == (0.5, 100.5) and logo.layout.xaxis.rangeslider.visible

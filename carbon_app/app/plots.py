@@ -41,55 +41,86 @@ VIEW = 50  # bases either side of the variant in the default view; the range sli
 
 
 def variant_figure(score) -> go.Figure:
-    """Reference (grey) and alternate (red) per-base log-probabilities overlaid on aligned columns, the delta
-    as bars beneath, in the manner of AlphaGenome's variant tracks: opening on +/-50 bases around the
-    variant with the bases as tick labels, a range slider for the whole window; an indel's missing bases
-    are gaps in the allele that lacks them."""
+    """Reference (grey, solid) and alternate (red, dashed) per-base log-probabilities on aligned columns, the
+    delta (alt - ref) as bars beneath, in the manner of AlphaGenome's variant tracks: the x axis in sequence
+    positions, the bases the delta sums shaded (its radius either side of the REF allele), opening on +/-50
+    bases around the variant with a range slider for the whole window; an indel's missing bases are gaps in
+    the allele that lacks them, its inserted ones drawn between their neighbours."""
     positions = score.aligned_ref_pos
-    x = list(range(len(positions)))
+    x = _column_positions(positions)
     start = score.window_start
     bases = [score.ref_window[p - start] if p is not None and 0 <= p - start < len(score.ref_window) else "+"
              for p in positions]
-    hover = [f"{b}{p:,}" if p is not None else "inserted" for b, p in zip(bases, positions, strict=True)]
-    site = next((i for i, p in enumerate(positions) if p is not None and p >= score.variant.pos), 0)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.62, 0.38],
-                        subplot_titles=(f"log-probability per base, {score.variant}", "alt − ref"))
+    hover = [f"{b} {p:,}" if p is not None else "inserted" for b, p in zip(bases, positions, strict=True)]
+    site = score.variant.pos
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.62, 0.38],
+                        subplot_titles=("log-probability per base", "alt − ref"))
     fig.add_trace(go.Scatter(x=x, y=score.aligned_ref_logprobs, mode="lines", name="reference", text=hover,
                              line=dict(color=REF_GREY, width=2.5),
                              hovertemplate="%{text}<br>%{y:.3f}<extra>ref</extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(x=x, y=score.aligned_alt_logprobs, mode="lines", name="alternate", text=hover,
-                             line=dict(color=ALT_RED, width=1.5), opacity=0.85,
+                             line=dict(color=ALT_RED, width=1.8, dash="dash"),
                              hovertemplate="%{text}<br>%{y:.3f}<extra>alt</extra>"), row=1, col=1)
     deltas = [d if d is not None else 0.0 for d in score.aligned_delta]
-    fig.add_trace(go.Bar(x=x, y=deltas, name="delta", text=hover, showlegend=False,
+    fig.add_trace(go.Bar(x=x, y=deltas, name="delta", text=hover, showlegend=False, textposition="none",
                          marker_color=[ALT_RED if d < 0 else "#1f77b4" for d in deltas],
                          hovertemplate="%{text}<br>%{y:+.3f}<extra>alt − ref</extra>"), row=2, col=1)
+    radius = score.delta_radius
+    if radius is not None:  # the bases the delta sums
+        for row in (1, 2):
+            fig.add_vrect(x0=site - radius - 0.5, x1=site + len(score.variant.ref) - 1 + radius + 0.5,
+                          fillcolor="#f2c14e", opacity=0.18, line_width=0, row=row, col=1)
     for row in (1, 2):
         fig.add_vline(x=site, line_dash="dot", line_color="#444", line_width=1, row=row, col=1)
-    view = [max(-0.5, site - VIEW - 0.5), min(len(x) - 0.5, site + VIEW + 0.5)]
-    fig.update_xaxes(tickvals=x, ticktext=bases, tickfont=dict(size=9, family="monospace"), tickangle=0,
-                     range=view, row=1, col=1)
-    fig.update_xaxes(tickvals=x, ticktext=bases, tickfont=dict(size=9, family="monospace"), tickangle=0,
-                     range=view, rangeslider=dict(visible=True, thickness=0.08), row=2, col=1,
-                     title_text=f"bases of the window (drag the slider to see all {len(x):,} columns)")
-    fig.update_layout(height=520, margin=dict(l=50, r=20, t=50, b=40), hovermode="x unified",
-                      legend=dict(orientation="h", y=1.08, x=1, xanchor="right"))
+    view = [max(x[0], site - VIEW) - 0.5, min(x[-1], site + VIEW) + 0.5]
+    summed = ("the shaded bases are those the delta sums" if radius is not None
+              else "the delta sums the whole window")
+    fig.update_xaxes(range=view, tickformat=",d", row=1, col=1)
+    fig.update_xaxes(range=view, tickformat=",d", rangeslider=dict(visible=True, thickness=0.08), row=2, col=1,
+                     title_text=f"position ({summed}; drag the slider to see all {len(x):,} columns)")
+    fig.update_layout(height=540, margin=dict(l=50, r=20, t=40, b=40), hovermode="x unified",
+                      title=dict(text=f"{score.variant}", x=0.01, y=0.99, font=dict(size=13)),
+                      legend=dict(orientation="h", y=-0.32, x=0, xanchor="left"))  # below: clear of the titles
     return fig
 
 
+def _column_positions(positions: list[int | None]) -> list[float]:
+    """An x for each aligned column: its sequence position, an inserted base's spread between its
+    neighbours (the first inserted base of three after 100 at 100.25, then 100.5, 100.75)."""
+    x: list[float] = []
+    i = 0
+    while i < len(positions):
+        if positions[i] is not None:
+            x.append(float(positions[i]))
+            i += 1
+            continue
+        run = i
+        while run < len(positions) and positions[run] is None:
+            run += 1
+        before = x[-1] if x else float(next((p for p in positions[run:] if p is not None), 1)) - 1
+        x += [before + (j + 1) / (run - i + 1) for j in range(run - i)]
+        i = run
+    return x
+
+
 def site_figure(score) -> go.Figure:
-    """A/C/G/T probabilities at the variant's first base, in the reference and alternate contexts, with the
-    reference and alternate bases marked."""
+    """A/C/G/T probabilities at the variant's first base in the reference context (solid) and the
+    alternate's (hatched), each bar labelled with its value, the reference and alternate bases named."""
     bases = list("ACGT")
     ref_base = score.variant.ref[0]
     alt_base = score.variant.alt[0] if len(score.variant.alt) == len(score.variant.ref) else None
     labels = [f"{b} (ref)" if b == ref_base else f"{b} (alt)" if b == alt_base else b for b in bases]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=labels, y=[score.site_probs_ref[b] for b in bases], name="reference context",
-                         marker=dict(color=[BASE_COLOURS[b] for b in bases],
-                                     line=dict(color=["#000" if b in (ref_base, alt_base) else "rgba(0,0,0,0)"
-                                                      for b in bases], width=2))))
-    fig.update_layout(height=260, margin=dict(l=40, r=20, t=40, b=30), yaxis=dict(range=[0, 1]),
+    for name, probs, pattern in (("reference context", score.site_probs_ref, ""),
+                                 ("alternate context", score.site_probs_alt, "/")):
+        values = [probs[b] for b in bases]
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, text=[f"{v:.2f}" for v in values],
+                             textposition="outside", cliponaxis=False,
+                             marker=dict(color=[BASE_COLOURS[b] for b in bases], pattern_shape=pattern,
+                                         opacity=1.0 if not pattern else 0.6)))
+    fig.update_layout(height=300, margin=dict(l=40, r=20, t=40, b=30), barmode="group",
+                      yaxis=dict(range=[0, 1.1], title="probability"),
+                      legend=dict(orientation="h", y=-0.18, x=0),
                       title=dict(text=f"base probabilities at {score.variant.pos:,}", x=0.5, xanchor="center",
                                  automargin=True))  # centred: the panel's own label covers the top left
     return fig
@@ -159,26 +190,41 @@ def vcf_figure(rows: list[list[str]]) -> go.Figure:
     return fig
 
 
-LOGO_BASES = 120  # positions a logo shows: enough to read, few enough to stay legible
+LOGO_VIEW = 100  # positions the logo opens on; its range slider reaches the whole design
 
 
-def logo_figure(marginals, first: int = 1, title: str = "design 1"):
-    """A probability logo of per-base distributions [L, 4] (A T C G), as biologists read them: each column's
-    letters stacked to 1, the likeliest on top (a bits logo flattens a small model's near-uniform columns to
-    nothing); drawn by logomaker (matplotlib)."""
-    import logomaker
-    import pandas as pd
-    from matplotlib.figure import Figure
-
-    shown = np.asarray(marginals, dtype=float)[:LOGO_BASES]
-    frame = pd.DataFrame(shown, columns=list(BASES), index=range(first, first + len(shown)))
-    # a figure pyplot does not manage: each of the ~500 glyphs would otherwise ask pyplot whether to redraw
-    fig = Figure(figsize=(max(6.0, len(shown) * 0.14), 2.2))
-    ax = fig.subplots()
-    logomaker.Logo(frame, ax=ax, color_scheme={b: BASE_COLOURS[b] for b in BASES}, font_name="DejaVu Sans Mono")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("probability")
-    more = f" (first {LOGO_BASES} of {len(marginals):,} bases)" if len(marginals) > LOGO_BASES else ""
-    ax.set_title(f"{title}: what the model allowed at each base{more}", fontsize=9)
-    fig.tight_layout()
+def logo_figure(marginals, first: int = 1, title: str = "design 1") -> go.Figure:
+    """An information-content logo of per-base distributions [L, 4] (A T C G) over the whole design: each
+    column as tall as its information (2 - entropy, bits), its letters stacked by probability, the likeliest
+    on top, each letter sized to its share (drawn by the browser, so a 600-base design costs nothing here:
+    matplotlib's glyphs took seconds per hundred bases). Opens on the first LOGO_VIEW bases; the range slider
+    scrolls the rest."""
+    probs = np.clip(np.asarray(marginals, dtype=float), 0.0, 1.0)
+    probs = probs / probs.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.nansum(np.where(probs > 0, probs * np.log2(probs), 0.0), axis=1)
+    bits = np.clip(2.0 - entropy, 0.0, 2.0)
+    heights = probs * bits[:, None]  # [L, 4]
+    x = np.arange(first, first + len(probs))
+    order = np.argsort(heights, axis=1)  # least likely first: stacked at the bottom
+    letters = np.array(list(BASES))
+    fig = go.Figure()
+    for rank in range(4):
+        which = order[:, rank]
+        chosen = letters[which]
+        height = heights[np.arange(len(probs)), which]
+        fig.add_trace(go.Bar(
+            x=x, y=height, text=chosen, textposition="inside", insidetextanchor="middle", showlegend=False,
+            textfont=dict(family="DejaVu Sans Mono, monospace", size=28, color="white"),
+            marker=dict(color=[BASE_COLOURS[b] for b in chosen], line_width=0),
+            customdata=np.stack([probs[np.arange(len(probs)), which], bits], axis=1),
+            hovertemplate="position %{x}: %{text}, P %{customdata[0]:.2f} (column %{customdata[1]:.2f} bits)"
+                          "<extra></extra>"))
+    fig.update_layout(barmode="stack", bargap=0.02, height=260, margin=dict(l=50, r=20, t=40, b=40),
+                      title=dict(text=f"{title}: information (bits) at each base, letters by probability",
+                                 x=0.01, font=dict(size=13)),
+                      yaxis=dict(range=[0, 2], title="bits"),
+                      xaxis=dict(range=[first - 0.5, first + min(LOGO_VIEW, len(probs)) - 0.5], tickformat=",d",
+                                 rangeslider=dict(visible=len(probs) > LOGO_VIEW, thickness=0.1),
+                                 title="generated base"))
     return fig

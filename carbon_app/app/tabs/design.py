@@ -98,7 +98,7 @@ def design_tab(page: Page) -> None:
     with gr.Accordion("Designs as FASTA (to copy)", open=False):
         fasta_copy = gr.Code(label="FASTA", language=None, buttons=["copy", "download"], interactive=False)
     confidence = gr.Plot(label="Per-base confidence")
-    logo = gr.Plot(label="Sequence logo of design 1 (the distribution each base was drawn from)")
+    logo = gr.Plot(label="Sequence logo of design 1 (information in bits; what each base was drawn from)")
     checks = gr.Markdown(elem_classes="carbon-table")
     with gr.Accordion("Exact prompt sent (text and token ids)", open=False):
         prompt_info = gr.Code(label="prompt", language=None)
@@ -151,8 +151,8 @@ def design_tab(page: Page) -> None:
                         status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
                         files: service.design_files(result, reports), fasta_copy: designs_fasta(result),
                         design_json: {"settings": design_settings(result), **result.to_dict(), "reports": reports}}
-                # the logo's ~500 glyphs take matplotlib longer (about 2 s on 2 cores) than a short design takes
-                # the model: the designs and their checks go first, the logo follows
+                # the logo is the largest output (four bars a base, the whole design): the designs and their checks
+                # go first, the logo follows
                 yield {**done, logo: None}
                 if result.base_marginals is not None:
                     yield {**done, logo: logo_figure(result.base_marginals[0])}
