@@ -9,11 +9,13 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from carbon_app.app.formatting import METHOD_WORDS, delta_radius_words
 from carbon_app.inference.generate import generate
+from carbon_app.inference.request import MAX_SAMPLES
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
 from carbon_app.tools.soak import rss_mb
@@ -785,3 +787,60 @@ def test_a_busy_port_is_named_in_one_sentence_before_the_models_load(tmp_path):
     assert done.stderr.strip() == (f"error: port {port} on 127.0.0.1 is in use or not allowed (Address already in "
                                    "use): stop what holds it, or start on another port with GRADIO_SERVER_PORT=7861")
     assert time.monotonic() - began < 60  # before any model loads
+
+
+#: where the two-width browser test keeps its screenshots (CI keeps the folder as an artifact)
+ARTIFACTS = Path(os.environ.get("CARBON_TEST_ARTIFACTS") or REPO / "test-artifacts") / "browser"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("width", [1400, 400])
+def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, tmp_path, width):
+    """At each width: every tab on the bar; two designs with the default (empty) seed differ and name their
+    seeds; a VCF on a contig the genome lacks ends in a message naming it and the genome's contigs; the
+    Models tab opens with its summary; a page never scrolls sideways. Screenshots kept in ARTIFACTS."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    vcf = tmp_path / "brca1_1000g.vcf"
+    vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+                   "17\t41245466\trs1\tG\tA\t.\t.\t.\n17\t41246000\trs2\tC\tT\t.\t.\t.\n")
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _new_page(browser, width, 1000)
+        page.goto(server)
+        with _evidence_on_failure(page, tmp_path, server_out):
+            page.get_by_role("tab", name="Models").wait_for()  # the page has loaded
+            for name in ("Design", "Variant", "VCF batch", "Mutation scan", "Models"):
+                assert page.get_by_role("tab", name=name).is_visible()  # none behind a "more" menu
+            assert page.get_by_label("Seed (empty: random, reported with the design)").input_value() == ""
+            page.get_by_label("Bases to generate (exact)", exact=True).fill("60")
+            page.get_by_label(f"Samples (1-{MAX_SAMPLES})", exact=True).fill("1")
+            designs, seeds = [], []
+            for _ in range(2):
+                page.get_by_role("button", name="Generate").click()
+                page.get_by_text("bases/s").first.wait_for()
+                made = page.get_by_text("Made with model").first.inner_text()
+                seeds.append(made.split("seed ")[1].split(";")[0])
+                designs.append("".join(ch for ch in page.locator(".carbon-seq").first.inner_text() if ch in "ACGT"))
+            assert seeds[0] != seeds[1] and designs[0] != designs[1] and len(designs[0]) == 60
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+            page.screenshot(path=str(ARTIFACTS / f"design-{width}.png"), full_page=True)
+            page.get_by_role("tab", name="VCF batch").click()
+            page.locator("input[type=file]").nth(_vcf_upload_index(page)).set_input_files(str(vcf))
+            page.get_by_role("button", name="Score VCF").click()
+            page.get_by_text("has no contig 17 (2 ALT alleles); its contigs are HUMHBB_61001-64000").first.wait_for()
+            page.screenshot(path=str(ARTIFACTS / f"vcf-{width}.png"), full_page=True)
+            page.get_by_role("tab", name="Models").click()
+            page.get_by_text("is a small demonstration model").first.wait_for()
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+            page.screenshot(path=str(ARTIFACTS / f"models-{width}.png"), full_page=True)
+        browser.close()
+
+
+def _vcf_upload_index(page) -> int:
+    """The VCF tab's VCF file input among the page's file inputs (the first visible one on that tab)."""
+    inputs = page.locator("input[type=file]")
+    return next(i for i in range(inputs.count())
+                if inputs.nth(i).evaluate("e => e.accept && e.accept.includes('.vcf')"))

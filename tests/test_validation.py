@@ -93,7 +93,7 @@ def test_the_design_form_draws_a_fresh_seed_by_default_reports_it_and_the_seed_m
         demo_manager, tmp_path):
     demo = build_app(demo_manager, AppConfig(models=["carbon-demo"], output_dir=tmp_path))
     seed_box = next(block for block in demo.blocks.values() if str(getattr(block, "label", "")).startswith("Seed"))
-    assert seed_box.value is None  # an empty box: a fresh seed for each design, the species tag's own sample
+    assert seed_box.value == "" and seed_box.placeholder == "random"  # a fresh seed for each design
     events = {f"/{fn.api_name}": fn.fn for fn in demo.fns.values() if fn.api_name}
     asked = {**_DESIGN, "n_bases": 30, "seed": seed_box.value}
     def design(**fields) -> tuple[dict, str]:

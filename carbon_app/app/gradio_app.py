@@ -40,6 +40,10 @@ CSS = """
               line-height: 1.45; }
 .carbon-ruler { color: #888; user-select: none; }
 .carbon-prompt { font-family: ui-monospace, monospace; color: #999; overflow-x: auto; white-space: nowrap; }
+/* a phone: every tab on the bar, none behind a "more" menu (Gradio measures the buttons to decide) */
+@media (max-width: 640px) {
+  .tab-wrapper .tab-container button { padding: 0 5px !important; font-size: 13px !important; }
+}
 """
 
 

@@ -22,8 +22,8 @@ def whole_number(value, what: str, low: int, high: int | None = None) -> int:
     if isinstance(value, bool):
         raise InputError(f"{what} must be a whole number, not {value!r}")
     if isinstance(value, str):
-        try:
-            value = float(value)
+        try:  # exact for a big whole number (a seed); a form's "300.0" through float
+            value = int(value.strip()) if value.strip().lstrip("+-").isdigit() else float(value)
         except ValueError:
             raise InputError(f"{what} must be a whole number, not '{value}'") from None
     if not isinstance(value, numbers.Real) or not math.isfinite(value) or value != int(value):

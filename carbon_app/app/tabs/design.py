@@ -69,7 +69,9 @@ def design_tab(page: Page) -> None:
             with gr.Row():
                 n_bases = gr.Number(label="Bases to generate (exact)", value=300)
                 samples = gr.Number(label=f"Samples (1-{MAX_SAMPLES})", value=2)
-                seed = gr.Number(label="Seed (empty: random, reported with the design)", value=None)
+                # a text box: a browser shows an empty number field as 0, which made every design seed 0's
+                seed = gr.Textbox(label="Seed (empty: random, reported with the design)", value="",
+                                  placeholder="random")
             mask = gr.Textbox(label="Per-position mask (IUPAC over the new bases, optional)",
                               placeholder="e.g. NNNNNNNNNTAA or RYRYRY…")
             mask_status = gr.Markdown("No mask: every position may be any base.")
