@@ -43,6 +43,7 @@ CSS = """
 /* a phone: every tab on the bar, none behind a "more" menu (Gradio measures the buttons to decide) */
 @media (max-width: 640px) {
   .tab-wrapper .tab-container button { padding: 0 5px !important; font-size: 13px !important; }
+  .carbon-seq { white-space: pre-wrap; }  /* a line wraps between its groups of ten, every base on screen */
 }
 """
 
