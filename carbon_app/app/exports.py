@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import re
 
-LINE = 60  # bases a FASTA line
+LINE = 60  # bases a line, in FASTA files and on the page
 
 
 def design_name(index: int, with_prompt: bool = False) -> str:
@@ -39,11 +39,10 @@ def designs_fasta(result, with_prompt: bool = False) -> str:
 
 def design_settings(result) -> dict:
     """Everything a design was made with, as plain values: enough to make it again."""
-    tags = result.prompt_text.split("<dna>")[0]
     speculative = result.speculative
-    return {"model": result.model, "tags": tags or "none", "mode": result.mode, "temperature": result.temperature,
-            "top_k": result.top_k, "top_p": result.top_p, "seed": result.seed, "bases": result.n_bases,
-            "prompt_bases": len(result.prompt), "mask": result.mask or "none",
+    return {"model": result.model, "tags": result.tags or "none", "mode": result.mode,
+            "temperature": result.temperature, "top_k": result.top_k, "top_p": result.top_p, "seed": result.seed,
+            "bases": result.n_bases, "prompt_bases": len(result.prompt), "mask": result.mask or "none",
             "speculative_decoding": f"on, drafted by {speculative.draft_model}" if speculative else "off",
             "constraints": result.constraints.options() if result.constraints else {}}
 

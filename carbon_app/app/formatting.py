@@ -9,13 +9,14 @@ from urllib.parse import urlencode
 from ..core.coding import CLASSES
 from ..inference.spec import METHOD_WORDS, measured_spec
 from ..model.card import quality_delta_radius, quality_method
+from .exports import LINE
 from .plots import BASE_COLOURS
 
 RESEARCH_NOTE = ("*Research use only. A model's likelihood is not a clinical classification; "
                  "the bundled demo models are for demonstration, not biological conclusions.*")
 
 
-LINE, GROUP = 60, 10  # bases per line and per group, as GenBank and SnapGene lay sequences out
+GROUP = 10  # bases per group, and LINE per line, as GenBank and SnapGene lay sequences out
 
 
 def sequence_block(seq: str, first: int = 1, marked: set[int] | None = None, highlight: dict[int, str] | None = None,
@@ -61,7 +62,7 @@ def bases_html(prompt: str, fixed: str, sequences: list[str], mask: str | None =
 
 def design_provenance(result) -> str:
     """What made a design, in one line: enough to make it again."""
-    tags = result.prompt_text.split("<dna>")[0] or "none"
+    tags = result.tags or "none"
     parts = [f"model **{result.model}**", f"tags `{tags}`", f"mode {result.mode}",
              "greedy" if result.temperature == 0 else f"temperature {result.temperature:g}",
              f"top-k {result.top_k or 'off'}", f"top-p {result.top_p:g}", f"seed {result.seed}",

@@ -246,13 +246,18 @@ class Service:
         return Service.record(text, upload, what, allow_empty).sequence
 
     @staticmethod
+    def small_upload(upload: str, what: str, beyond: str = "") -> Path:
+        """An uploaded file's path, refused past MAX_UPLOAD_BYTES (`beyond`: what to do instead)."""
+        path = Path(upload)
+        if path.stat().st_size > MAX_UPLOAD_BYTES:
+            raise InputError(f"the uploaded {what} is larger than {MAX_UPLOAD_BYTES // 2**20} MB{beyond}")
+        return path
+
+    @staticmethod
     def record(text: str | None, upload: str | None, what: str, allow_empty: bool = False) -> FastaRecord:
         """As `sequence`, with the record's id and, for GenBank, its CDS."""
         if upload:
-            path = Path(upload)
-            if path.stat().st_size > MAX_UPLOAD_BYTES:
-                raise InputError(f"the uploaded file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
-            return read_fasta(path, what=f"{what} file", choose=ONE_RECORD)
+            return read_fasta(Service.small_upload(upload, "file"), what=f"{what} file", choose=ONE_RECORD)
         text = text or ""
         if len(text) > MAX_PASTE_CHARS:
             raise InputError(f"the {what} is {len(text):,} characters; the limit is {MAX_PASTE_CHARS:,}")
@@ -376,25 +381,20 @@ class Service:
         if not upload:
             raise InputError("upload a VCF (.vcf or bgzipped .vcf.gz)")
         renamed = read_renaming(renaming)  # a malformed table is named before any work
-        folder = self.result_folder()
-        if genome_upload:
-            if Path(genome_upload).stat().st_size > MAX_UPLOAD_BYTES:
-                raise InputError(f"the uploaded genome is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
-            reference = uploaded_reference(genome_upload, folder, self.config.upload_limits.expanded_bytes)
-        else:
-            reference = self.genome(genome)
-        if reference is None:
+        genome_file = self.small_upload(genome_upload, "genome") if genome_upload else None
+        reference = None if genome_file else self.genome(genome)
+        if reference is None and genome_file is None:
             raise InputError("choose the genome the VCF's coordinates are on, or upload one (FASTA)")
-        path = Path(upload)
-        if path.stat().st_size > MAX_UPLOAD_BYTES:
-            raise InputError(f"the uploaded VCF is larger than {MAX_UPLOAD_BYTES // 2**20} MB; the command line "
-                             "(score-vcf) has no limit")
+        path = self.small_upload(upload, "VCF", "; the command line (score-vcf) has no limit")
         alts = count_alts(path, self.config.upload_limits)  # before any model work, in constant memory
         if alts > self.config.max_vcf_alts:
             raise InputError(f"the VCF holds {alts:,} ALT alleles; this server scores at most "
                              f"{self.config.max_vcf_alts:,} at a time (the command line, score-vcf, has no limit)")
         target = self.model(model)
         spec = self.bounded(resolve_spec(target, **options), f"this VCF's {alts:,} ALT alleles", alleles=alts)
+        folder = self.result_folder()
+        if genome_file:  # copied and indexed once every cheaper check has passed
+            reference = uploaded_reference(genome_file, folder, self.config.upload_limits.expanded_bytes)
         stem = path.name.removesuffix(".gz").removesuffix(".vcf")
         vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
         with self._request("this VCF"):

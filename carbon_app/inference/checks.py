@@ -113,7 +113,7 @@ def design_likelihoods(bundle, result, flank: str = "") -> list[dict]:
     from .score import score_sequence
     from .spec import context_room_bases
 
-    tags = result.prompt_text.split("<dna>")[0]
+    tags = result.tags
     room = context_room_bases(bundle, tags)
     out = []
     for i, design in enumerate(result.sequences, start=1):

@@ -83,6 +83,11 @@ class GenerationResult:
     constraints: DesignConstraints | None = None  # enforced while sampling
 
     @property
+    def tags(self) -> str:
+        """The tag text the prompt began with ('' for none)."""
+        return self.prompt_text.split("<dna>")[0]
+
+    @property
     def bases_per_second(self) -> float:
         return sum(map(len, self.sequences)) / self.seconds if self.seconds else 0.0
 
