@@ -171,3 +171,14 @@ def test_in_a_log_a_progress_line_comes_at_least_every_interval_even_while_a_chu
     lines = capsys.readouterr().err.splitlines()
     assert len([line for line in lines if line.startswith("scoring: 512 of 2,000 ALT")]) >= 4
     assert lines[-1].startswith("scoring: 2,000 of 2,000 ALT")
+
+
+def test_with_an_interval_of_zero_every_report_is_said_and_no_clock_spins(capsys):
+    from carbon_app.app.cli import _ProgressLines
+
+    with _ProgressLines("ALT", every=0) as progress:
+        assert not progress._clock.is_alive()
+        for done in (64, 128, 200):
+            progress(done, 200)
+    assert [line.split(" ALT")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "scoring: 64 of 200", "scoring: 128 of 200", "scoring: 200 of 200"]

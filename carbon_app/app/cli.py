@@ -325,12 +325,14 @@ class _ProgressLines:
         self._clock = threading.Thread(target=self._tick, daemon=True)
 
     def __enter__(self):
-        self._clock.start()
+        if self.every > 0:  # with 0 every report is said already: a clock would only spin
+            self._clock.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._clock.join()
+        if self._clock.is_alive():
+            self._clock.join()
 
     def __call__(self, done: int, total: int) -> None:
         with self._lock:
