@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -278,7 +279,7 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
         bases.fill("1400")  # long enough to be stopped halfway
         page.get_by_role("button", name="Generate").click()
         page.get_by_text("generating…").first.wait_for()
-        page.get_by_role("button", name="Stop").click()
+        page.get_by_role("button", name="Stop", exact=True).click()
         # with the page still open: the button itself stopped it, not a closed connection
         assert _idle(client), "the stopped design still holds its request"
         assert _stopped(client) == stopped_before + 1
@@ -797,10 +798,13 @@ ARTIFACTS = Path(os.environ.get("CARBON_TEST_ARTIFACTS") or REPO / "test-artifac
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 @pytest.mark.parametrize("width", [1400, 400])
 def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, tmp_path, width):
-    """At each width: every tab on the bar; two designs with the default (empty) seed differ and name their
-    seeds; a VCF on a contig the genome lacks ends in a message naming it and the genome's contigs; the
-    Models tab opens with its summary; a page never scrolls sideways. Screenshots kept in ARTIFACTS."""
-    from playwright.sync_api import sync_playwright
+    """At each width: every tab on the bar; the examples sit between the form and the results and fill the form;
+    two designs with the default (empty) seed differ and name their seeds; no progress bar covers a design as it
+    streams; a long table keeps its header in view as it scrolls; no plot's legend covers its titles; the
+    GenBank export has the design's features; a VCF on a contig the genome lacks ends in a message naming it
+    and the genome's contigs, with no empty plot; the Models tab opens with its summary; a page never scrolls
+    sideways. Screenshots kept in ARTIFACTS."""
+    from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     vcf = tmp_path / "brca1_1000g.vcf"
@@ -815,7 +819,17 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             for name in ("Design", "Variant", "VCF batch", "Mutation scan", "Models"):
                 assert page.get_by_role("tab", name=name).is_visible()  # none behind a "more" menu
             assert page.get_by_label("Seed (empty: random, reported with the design)").input_value() == ""
-            page.get_by_label("Bases to generate (exact)", exact=True).fill("60")
+
+            example = page.get_by_role("button", name="Fungus, 120 bases ending in two stops (mask)")
+            assert (_box(page.get_by_role("button", name="Generate"))["y"] < _box(example)["y"]
+                    < _box(page.get_by_text("Designs as FASTA (to copy)"))["y"])  # below the form, above results
+            example.click()
+            bases, mask = page.get_by_label("Bases to generate (exact)", exact=True), page.get_by_label(
+                "Per-position mask (IUPAC over the new bases, optional)")
+            expect(bases).to_have_value("120")
+            assert mask.input_value() == "N" * 114 + "TAATAA"
+            mask.fill("")
+            bases.fill("60")
             page.get_by_label(f"Samples (1-{MAX_SAMPLES})", exact=True).fill("1")
             designs, seeds = [], []
             for _ in range(2):
@@ -825,18 +839,112 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
                 seeds.append(made.split("seed ")[1].split(";")[0])
                 designs.append("".join(ch for ch in page.locator(".carbon-seq").first.inner_text() if ch in "ACGT"))
             assert seeds[0] != seeds[1] and designs[0] != designs[1] and len(designs[0]) == 60
+
+            bases.fill("300")
+            page.get_by_label(f"Samples (1-{MAX_SAMPLES})", exact=True).fill("16")
+            page.get_by_role("button", name="Generate").click()
+            expect(page.get_by_text("bases/s")).to_have_count(0)  # the last result is cleared
+            shown, covered = _progress_while(page, ".carbon-seq", page.get_by_text("bases/s"))
+            assert shown and not covered, (shown, covered)  # no bar over a design as it streams
+            assert _header_stays_in_view(page, "design") == pytest.approx(0, abs=2)  # the 16 designs' checks
+            assert _plots_without_collisions(page) == 2  # confidence and logo
+            genbank = _downloaded(page, "designs.gb")
+            from Bio import SeqIO
+
+            records = list(SeqIO.parse(io.StringIO(genbank), "genbank"))
+            assert len(records) == 16 and all(len(r.seq) == 300 for r in records)
+            for record in records:  # the checks' log-likelihood on the source, the designed bases as a feature
+                source, designed = record.features[0], record.features[-1]
+                assert source.type == "source" and "log-likelihood under carbon-demo" in source.qualifiers["note"][0]
+                assert designed.qualifiers["note"] == ["designed bases"] and len(designed.location) == 300
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
             page.screenshot(path=str(ARTIFACTS / f"design-{width}.png"), full_page=True)
+
+            page.get_by_role("tab", name="Variant").click()
+            page.get_by_role("button", name="sickle cell (HbS): HBB c.20A>T").first.click()
+            expect(page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)).to_have_value(
+                HBB["variants"][0]["variant"])
+            page.get_by_label("Context (bases either side, 0 = off)", exact=True).first.fill("10")
+            page.get_by_role("button", name="Score variant").click()
+            page.get_by_text("delta = LL(alt)").first.wait_for()
+            # the ranking's bar has a line of its own, over neither the verdict nor the link line
+            shown, covered = _progress_while(page, ".carbon-share, .carbon-progress ~ div, h1, h2, h3, p",
+                                             page.get_by_text("possible substitutions within 10 bases"))
+            assert shown and not covered, (shown, covered)
+            page.get_by_role("columnheader", name="ref position").first.wait_for()
+            assert _header_stays_in_view(page, "ref position") == pytest.approx(0, abs=2)  # Gradio's own table
+            assert _plots_without_collisions(page) == 2  # the tracks and the site's bars
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+            page.screenshot(path=str(ARTIFACTS / f"variant-{width}.png"), full_page=True)
+
             page.get_by_role("tab", name="VCF batch").click()
             page.locator("input[type=file]").nth(_vcf_upload_index(page)).set_input_files(str(vcf))
             page.get_by_role("button", name="Score VCF").click()
             page.get_by_text("has no contig 17 (2 ALT alleles); its contigs are HUMHBB_61001-64000").first.wait_for()
+            assert _plots_without_collisions(page) == 0  # nothing scored: no empty plot that looks like a result
             page.screenshot(path=str(ARTIFACTS / f"vcf-{width}.png"), full_page=True)
             page.get_by_role("tab", name="Models").click()
             page.get_by_text("is a small demonstration model").first.wait_for()
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
             page.screenshot(path=str(ARTIFACTS / f"models-{width}.png"), full_page=True)
         browser.close()
+
+
+def _box(locator) -> dict:
+    return locator.first.bounding_box()
+
+
+def _progress_while(page, content: str, done) -> tuple[int, int]:
+    """Until `done` (a locator) shows: how often a progress bar (Gradio's loading status: its `.wrap.default`
+    unless hidden) was seen beside shown `content` (a CSS selector), and how often one covered it."""
+    shown = covered = 0
+    while not done.count():
+        state = page.evaluate("""(content) => {
+          const seen = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+          const meet = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+          const boxes = s => [...document.querySelectorAll(s)].filter(seen).map(e => e.getBoundingClientRect());
+          const held = boxes(content), bars = boxes('.wrap.default:not(.hide), .progress-text, .eta-bar');
+          return {shown: held.length > 0 && bars.length > 0, covered: bars.some(b => held.some(h => meet(b, h)))};
+        }""", content)
+        shown, covered = shown + state["shown"], covered + state["covered"]
+        time.sleep(0.1)
+    return shown, covered
+
+
+def _header_stays_in_view(page, header: str) -> float:
+    """Scrolls the box of the table whose header cell reads `header` down by 150 px and gives the header's
+    distance from the box's top (0: it stayed in view); the box must have scrolled."""
+    moved, distance = page.evaluate("""(header) => {
+      const th = [...document.querySelectorAll('th')].find(e => e.innerText.trim() === header && e.offsetParent);
+      let box = th;
+      while (box && !(['auto', 'scroll'].includes(getComputedStyle(box).overflowY)
+                      && box.scrollHeight > box.clientHeight)) box = box.parentElement;
+      if (!box) return [0, null];
+      box.scrollTop = 150;
+      return [box.scrollTop, th.getBoundingClientRect().top - box.getBoundingClientRect().top];
+    }""", header)
+    assert moved > 0, f"the table under {header!r} does not scroll in its own box"
+    return distance
+
+
+def _plots_without_collisions(page) -> int:
+    """The visible plots (plotly) whose legend meets none of their titles, after checking every one does not."""
+    found = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
+      .map(p => {
+        const box = s => [...p.querySelectorAll(s)].map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
+        const meet = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+        const legends = box('.legend'), titles = box('.gtitle, .xtitle, .ytitle, .g-xtitle text, .g-ytitle text');
+        return legends.some(l => titles.some(t => meet(l, t)));
+      })""")
+    assert not any(found), f"a legend covers a title in {found.count(True)} of {len(found)} plots"
+    return len(found)
+
+
+def _downloaded(page, name: str) -> str:
+    """The text of the file `name` that a Downloads list offers, fetched as the browser would."""
+    link = page.locator(f"a[href*='{name}']").first
+    link.wait_for()
+    return page.request.get(link.get_attribute("href")).text()
 
 
 def _vcf_upload_index(page) -> int:

@@ -33,12 +33,15 @@ from .tabs.vcf import vcf_tab
 
 log = logging.getLogger("carbon_app")
 
-#: On a phone-width page (400 px) a wide table scrolls sideways instead of squeezing each column to a letter.
+#: A wide table scrolls sideways (on a 400-px phone) instead of squeezing each column to a letter, and a long
+#: one scrolls in its own box with its header kept in view, as the Dataframe tables do.
 CSS = """
-.carbon-table table { display: block; overflow-x: auto; white-space: nowrap; }
+.carbon-table table { display: block; overflow: auto; white-space: nowrap; max-height: 480px; padding: 0; }
+.carbon-table thead th { position: sticky; top: 0; z-index: 1; background: var(--table-even-background-fill); }
 .carbon-seq { font-family: ui-monospace, monospace; white-space: pre; overflow-x: auto; margin: 0.4em 0;
               line-height: 1.45; }
 .carbon-ruler { color: #888; user-select: none; }
+.carbon-progress { min-height: 3.2em; }  /* an empty line that holds a progress bar, clear of the results */
 .carbon-prompt { font-family: ui-monospace, monospace; color: #999; overflow-x: auto; white-space: nowrap; }
 /* a phone: every tab on the bar, none behind a "more" menu (Gradio measures the buttons to decide) */
 @media (max-width: 640px) {

@@ -174,10 +174,13 @@ def consequence_figure(scan, consequences) -> go.Figure:
     return fig
 
 
-def vcf_figure(rows: list[list[str]]) -> go.Figure:
-    """A VCF's deltas along each contig (from the TSV rows: line, chrom, pos, id, ref, alt, delta, ...)."""
-    fig = go.Figure()
+def vcf_figure(rows: list[list[str]]) -> go.Figure | None:
+    """A VCF's deltas along each contig (from the TSV rows: line, chrom, pos, id, ref, alt, delta, ...); None
+    when no ALT allele was scored (an empty plot would look like a result)."""
     scored = [r for r in rows if len(r) > 6 and r[6]]
+    if not scored:
+        return None
+    fig = go.Figure()
     for contig in dict.fromkeys(r[1] for r in scored):
         these = [r for r in scored if r[1] == contig]
         fig.add_trace(go.Scatter(

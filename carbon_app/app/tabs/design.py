@@ -20,18 +20,24 @@ from .common import FREE, Page, fail, sequence_inputs
 GFP_FRAGMENT = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
 
 
-#: the tab's examples, by field name (the rest as the form leaves them); the last two are constrained
-EXAMPLES = [
-    dict(prompt="ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", n_bases=240, temperature=0.9, species="mammal",
-         region="protein_coding"),
-    dict(n_bases=120, mask="N" * 114 + "TAATAA", temperature=0.9, species="fungus", region="none"),
-    dict(prompt="TATAAAAGGCGCGCCACC", n_bases=90, mask="ATG" + "N" * 84 + "TGA", temperature=0.7, species="plant",
-         region="none"),
-    dict(prompt="GCCACC", n_bases=None, temperature=0.9, species="mammal", region="protein_coding",
-         protein=GFP_FRAGMENT, avoid="BsaI, BsmBI", max_homopolymer=5, gc="40:60"),
-    dict(n_bases=60, mask="N" * 10 + "TATAAA" + "N" * 25 + "GCCACCATGG" + "N" * 9, temperature=0.9,
-         species="mammal", region="none", avoid="EcoRI", max_homopolymer=5, gc="35:65"),
-]
+#: the tab's examples by what each shows (its button's words), each by field name (the rest as the form
+#: leaves them); the last two are constrained
+EXAMPLES = {
+    "Mammal coding sequence, 240 bases after a start": dict(
+        prompt="ATGGCTTCAGATCTCGAAGCTTCAGCTCCA", n_bases=240, temperature=0.9, species="mammal",
+        region="protein_coding"),
+    "Fungus, 120 bases ending in two stops (mask)": dict(
+        n_bases=120, mask="N" * 114 + "TAATAA", temperature=0.9, species="fungus", region="none"),
+    "Plant ORF after TATA and Kozak (ATG…TGA mask)": dict(
+        prompt="TATAAAAGGCGCGCCACC", n_bases=90, mask="ATG" + "N" * 84 + "TGA", temperature=0.7, species="plant",
+        region="none"),
+    "GFP fragment, no BsaI/BsmBI sites (Golden Gate)": dict(
+        prompt="GCCACC", n_bases=None, temperature=0.9, species="mammal", region="protein_coding",
+        protein=GFP_FRAGMENT, avoid="BsaI, BsmBI", max_homopolymer=5, gc="40:60"),
+    "Fixed TATA and Kozak elements, no EcoRI": dict(
+        n_bases=60, mask="N" * 10 + "TATAAA" + "N" * 25 + "GCCACCATGG" + "N" * 9, temperature=0.9,
+        species="mammal", region="none", avoid="EcoRI", max_homopolymer=5, gc="35:65"),
+}
 
 
 def constraint_input(field: Field) -> gr.Number | gr.Textbox:
@@ -95,6 +101,11 @@ def design_tab(page: Page) -> None:
                 with gr.Column(min_width=260):
                     constraint_fields.update({field.name: constraint_input(field) for field in kind.fields})
         flank = gr.Textbox(label="Downstream flank (ranks designs with it)", placeholder="bases that follow the insert")
+    example_inputs = {"prompt": prompt, "n_bases": n_bases, "mask": mask, "temperature": temperature,
+                      "species": page.species, "region": page.region, **constraint_fields}
+    gr.Examples([[example.get(name, _value_before_typing(component)) for name, component in example_inputs.items()]
+                 for example in EXAMPLES.values()],
+                inputs=list(example_inputs.values()), example_labels=list(EXAMPLES), label="Examples (fill the form)")
     sequences_html = gr.HTML(label="Designs")
     status = gr.Markdown()
     with gr.Accordion("Designs as FASTA (to copy)", open=False):
@@ -107,13 +118,6 @@ def design_tab(page: Page) -> None:
     files = gr.File(label="Downloads (FASTA, JSON)", file_count="multiple")
     with gr.Accordion("Raw result (JSON)", open=False):
         design_json = gr.JSON()
-    example_inputs = {"prompt": prompt, "n_bases": n_bases, "mask": mask, "temperature": temperature,
-                      "species": page.species, "region": page.region, **constraint_fields}
-    gr.Examples([[example.get(name, _value_before_typing(component)) for name, component in example_inputs.items()]
-                 for example in EXAMPLES],
-                inputs=list(example_inputs.values()),
-                label="Examples (the last two: a GFP fragment back-translated without BsaI/BsmBI sites, Golden "
-                      "Gate ready; a template with fixed TATA and Kozak elements)")
 
     @page.runs_model
     def design(model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
@@ -164,7 +168,9 @@ def design_tab(page: Page) -> None:
     inputs = [*page.choices, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed, samples,
               speculative]
     outputs = [sequences_html, confidence, checks, prompt_info, status, files, logo, fasta_copy, design_json]
-    running = page.run_on_click(run, design, inputs, outputs, "generate", by_name={**constraint_fields, "flank": flank})
+    # the progress bar sits on the status line: over the designs it would hide their first lines as they stream
+    running = page.run_on_click(run, design, inputs, outputs, "generate", progress_on=[status],
+                                by_name={**constraint_fields, "flank": flank})
     # stops the design at its next streamed update and frees what it held (as closing the tab does)
     stop.click(None, None, None, cancels=[running], api_visibility="private")
     gr.on([mask.change, n_bases.change], mask_check, [mask, n_bases], mask_status, api_name="check_mask", queue=False)

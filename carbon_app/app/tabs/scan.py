@@ -26,6 +26,10 @@ def scan_tab(page: Page) -> None:
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,…",
                              info="names each substitution's consequence")
             button = gr.Button("Scan every substitution", variant="primary")
+    region_start, region_end = examples["scan_region"]
+    gr.Examples([[page.hbb, region_start, region_end, examples["hbb_cds"]]],
+                inputs=[sequence, start, end, cds], example_labels=["The first 30 codons of human beta-globin (HBB)"],
+                label="Example")
     heatmap = gr.Plot(label="delta log-likelihood of every substitution")
     block = gr.HTML(label="The region")
     by_class = gr.Plot(label="By consequence", visible=False)  # shown when a coding sequence names them
@@ -33,9 +37,6 @@ def scan_tab(page: Page) -> None:
     download = gr.File(label="Download (TSV)")
     with gr.Accordion("Raw result (JSON)", open=False):
         raw = gr.JSON()
-    region_start, region_end = examples["scan_region"]
-    gr.Examples([[page.hbb, region_start, region_end, examples["hbb_cds"]]],
-                inputs=[sequence, start, end, cds], label="Example: the first 30 codons of HBB")
 
     @page.runs_model
     def scan(model, species, region, sequence, upload, start, end, window, method, cds=None, strand=None,

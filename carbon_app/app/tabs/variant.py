@@ -39,8 +39,25 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
             context = gr.Number(label="Context (bases either side, 0 = off)", value=CONTEXT_BASES,
                                 info="ranks the delta among every substitution that close")
             button = gr.Button("Score variant", variant="primary")
+    # the examples, under the fields they fill, leave the scoring fields as they are: the model's own setup, what
+    # its quality was measured with; the last is named in HGVS, counted on the CDS: IVS-I-1, intron 1's donor site
+    named = [*(v["variant"] for v in examples["variants"]), HGVS_EXAMPLE]
+    labels = [f"{v['name']}: {v['hgvs'].split(' (')[0]}" for v in examples["variants"]] + [
+        f"IVS-I-1, beta-zero thalassaemia: HBB {HGVS_EXAMPLE}"]
+    gr.Examples([[page.hbb, v, "", NO_GENOME, examples["hbb_cds"]] for v in named],
+                inputs=[reference, change, alternate, genome, cds], example_labels=labels,
+                label="Worked example: human beta-globin (HBB), in its sequence")
+    if DEMO_GENOME in page.genomes:
+        at = [f"{examples['genome_contig']}:{v}" for v in named]
+        gr.Examples([["", v, "", DEMO_GENOME, examples["hbb_cds"]] for v in at],
+                    inputs=[reference, change, alternate, genome, cds],
+                    example_labels=[f"{label.split(':')[0]} at {v}" for label, v in zip(labels, at, strict=True)],
+                    label=f"The same at coordinates on the bundled {DEMO_GENOME} genome")
     verdict = gr.Markdown(fmt.RESEARCH_NOTE)
-    share = gr.Markdown()
+    # a line of its own for the progress bar, under the verdict: the delta, shown first, stays readable while
+    # the substitutions around it are ranked, and the bar covers no link or text (it is no output: empty)
+    working = gr.Markdown(elem_classes="carbon-progress")
+    share = gr.Markdown(elem_classes="carbon-share")
     around = gr.HTML(label="The variant in its sequence")
     tracks = gr.Plot(label="Per-base tracks")
     site = gr.Plot(label="Base probabilities at the site")
@@ -49,18 +66,6 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     files = gr.File(label="Downloads (TSV, JSON)", file_count="multiple")
     with gr.Accordion("Raw result (JSON)", open=False):
         raw = gr.JSON()
-    # the examples leave the scoring fields as they are: the model's own setup, what its quality was measured with
-    # and one named in HGVS, counted on the CDS: IVS-I-1, the donor site of intron 1
-    named = [*(v["variant"] for v in examples["variants"]), HGVS_EXAMPLE]
-    gr.Examples([[page.hbb, v, "", NO_GENOME, examples["hbb_cds"]] for v in named],
-                inputs=[reference, change, alternate, genome, cds],
-                label="Worked example: human beta-globin (HBB), " + "; ".join(
-                    f"{v['variant']} = {v['hgvs']}, {v['name']}" for v in examples["variants"])
-                + f"; {HGVS_EXAMPLE}, IVS-I-1 (beta-zero thalassaemia), in HGVS on the CDS")
-    if DEMO_GENOME in page.genomes:
-        gr.Examples([["", f"{examples['genome_contig']}:{v}", "", DEMO_GENOME, examples["hbb_cds"]] for v in named],
-                    inputs=[reference, change, alternate, genome, cds],
-                    label=f"The same at coordinates on the bundled {DEMO_GENOME} genome")
 
     def score_one(model, species, region, reference, upload, change, alternate, window, strand, method, genome,
                   cds, context, request, progress):
@@ -69,7 +74,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         options = dict(window=window, strand_average=bool(strand), species=species, region=region, method=method)
 
         def ranking(done: float) -> None:
-            progress(done, desc="ranking it among the substitutions nearby")
+            progress(done, desc="ranking among nearby substitutions")  # one line on a phone
 
         def verdict_text(report, genomic, context_note: str) -> str:
             return "\n\n".join([fmt.variant_markdown(report, genomic, context_note),
@@ -160,12 +165,10 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
 
     inputs = [*page.choices, reference, upload, change, alternate, window, strand, method, genome, cds, context]
     outputs = [verdict, tracks, site, track_table, files, share, around, raw]
-    # the progress bar sits on the line under the verdict: the delta, shown first, stays readable while the
-    # substitutions around it are ranked
-    page.run_on_click(button, variant, inputs, outputs, "score_variant", progress_on=share)
+    page.run_on_click(button, variant, inputs, outputs, "score_variant", progress_on=working)
     # a shared link (?genome=…&variant=…) opens this tab on its inputs and scores them
     run_from_link = gr.State(False)
     demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, cds, context, reference,
                                 run_from_link, verdict], api_visibility="private", queue=False).then(
-        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", show_progress_on=share,
+        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", show_progress_on=working,
         **page.model_queue)

@@ -40,14 +40,15 @@ def vcf_tab(page: Page) -> None:
                                 info="adds CARBON_CONTEXT: the share of nearby substitutions each ALT is more "
                                      "damaging than")
             button = gr.Button("Score VCF", variant="primary")
+    if DEMO_GENOME in genomes:
+        gr.Examples([[DEMO_GENOME, str(ASSETS / "examples" / page.examples["vcf"])]], inputs=[genome, upload],
+                    label="Example", example_labels=["HBB variants on the demo genome: HbS, HbC, HbE, thalassaemia "
+                                                     "alleles, one wrong REF"])
     summary = gr.Markdown()
     plot = gr.Plot(label="Deltas along the genome")
     table = gr.Dataframe(headers=fmt.VCF_TABLE_COLUMNS, label="Every ALT allele (click a column to sort)",
                          max_height=400, elem_classes="carbon-table")
     files = gr.File(label="Downloads (annotated VCF, its tabix index, TSV)", file_count="multiple")
-    if DEMO_GENOME in genomes:
-        gr.Examples([[DEMO_GENOME, str(ASSETS / "examples" / page.examples["vcf"])]], inputs=[genome, upload],
-                    label="Example: HBB variants (HbS, HbC, HbE, thalassaemia alleles, one wrong REF)")
 
     @page.runs_model
     def score(model, species, region, genome, upload, window, strand, method, context,
@@ -73,7 +74,9 @@ def vcf_tab(page: Page) -> None:
         text = "\n\n".join([fmt.vcf_markdown(result), made,
                               fmt.trust_note(service.model(model), result.spec, fmt.variant_group(species, genome)),
                               fmt.RESEARCH_NOTE])
-        return {summary: text, plot: vcf_figure(rows), table: fmt.vcf_rows(rows), files: paths}
+        figure = vcf_figure(rows)  # none when nothing was scored: the summary says why
+        return {summary: text, plot: gr.Plot(figure, visible=figure is not None), table: fmt.vcf_rows(rows),
+                files: paths}
 
     page.run_on_click(button, score, [*page.choices, genome, upload, window, strand, method, context],
                       [summary, plot, table, files], "score_vcf", by_name={"genome_file": genome_file,
