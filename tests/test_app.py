@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -810,6 +811,10 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
     vcf = tmp_path / "brca1_1000g.vcf"
     vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
                    "17\t41245466\trs1\tG\tA\t.\t.\t.\n17\t41246000\trs2\tC\tT\t.\t.\t.\n")
+    batch, bases = tmp_path / "hbb_40.vcf", hbb_sequence()  # 40 SNVs along the demo genome, ten windows apart
+    batch.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n" + "".join(
+        f"{HBB['genome_contig']}\t{pos}\t.\t{bases[pos - 1]}\t{'C' if bases[pos - 1] != 'C' else 'T'}\t.\t.\t.\n"
+        for pos in range(30, 2990, 74)))
     with sync_playwright() as p:
         browser = _chromium(p)
         page = _new_page(browser, width, 1000)
@@ -878,6 +883,16 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             page.screenshot(path=str(ARTIFACTS / f"variant-{width}.png"), full_page=True)
 
             page.get_by_role("tab", name="VCF batch").click()
+            page.get_by_label("Window (bases)", exact=True).first.fill("300")
+            page.locator("input[type=file]").nth(_vcf_upload_index(page)).set_input_files(str(batch))
+            page.get_by_role("button", name="Score VCF").click()
+            # records done of all, with an estimate of what is left, as they are scored
+            estimate = re.compile(r"of 40 ALT alleles \(\d+%\) in \d+ s, (about \d+ s|under a second) left")
+            page.get_by_text(estimate).first.wait_for()
+            page.get_by_text("40 records, 40 ALT alleles: 40 scored").first.wait_for()
+            assert _plots_without_collisions(page) == 1
+            page.locator(".block", has=page.get_by_text("VCF (.vcf or bgzipped .vcf.gz)", exact=True)).last \
+                .get_by_role("button", name="Clear").click()  # the upload's field again, for the next VCF
             page.locator("input[type=file]").nth(_vcf_upload_index(page)).set_input_files(str(vcf))
             page.get_by_role("button", name="Score VCF").click()
             page.get_by_text("has no contig 17 (2 ALT alleles); its contigs are HUMHBB_61001-64000").first.wait_for()

@@ -163,6 +163,7 @@ def test_a_progress_line_says_what_is_done_of_how_much_and_what_is_left():
     assert progress_line(500, 2000, "ALT alleles", 20.0) == "500 of 2,000 ALT alleles (25%) in 20 s, about 60 s left"
     assert progress_line(0, 2000, "ALT alleles", 3.0) == "0 of 2,000 ALT alleles (0%) in 3 s"  # nothing to go by
     assert progress_line(2000, 2000, "ALT", 80.0) == "2,000 of 2,000 ALT (100%) in 80 s"
+    assert progress_line(37, 40, "ALT", 3.0) == "37 of 40 ALT (92%) in 3 s, under a second left"  # not "about 0 s"
 
 
 def test_the_models_tab_opens_with_what_the_model_is_and_is_good_for(service):

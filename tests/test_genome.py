@@ -270,3 +270,17 @@ def test_the_server_refuses_a_vcf_over_its_limit_before_any_work(tmp_path):
     assert manager.loaded() == []  # refused before loading anything
     with pytest.raises(InputError, match="choose the genome"):
         service.score_vcf("carbon-demo", "none", str(ASSETS / "examples" / "hbb_variants.vcf"))
+
+
+def test_a_cluster_of_close_variants_tells_its_progress_as_its_windows_are_read(compact, genome):
+    """Forty SNVs 74 bases apart share one stretch of genome (one cluster, as dense VCFs do): progress comes in
+    steps as its windows are read, not once at its end, adds up to every variant and never runs backwards;
+    the deltas are those of the batch read without a progress callback."""
+    reference = Reference(genome)
+    variants = [parse_genomic(f"chr11:{p}:{HBB[p - 1]}>{'C' if HBB[p - 1] != 'C' else 'T'}")
+                for p in range(30, 2990, 74)]
+    told: list[int] = []
+    batch = score_batch(compact, reference, variants, window=WINDOW, progress=told.append)
+    assert len(told) >= 3 and all(n > 0 for n in told) and sum(told) == len(variants)
+    quiet = score_batch(compact, reference, variants, window=WINDOW)
+    assert [o.delta for o in batch] == [o.delta for o in quiet]

@@ -150,8 +150,18 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
         _tell(progress, 1)
     for contig, indices in substitutions.items():
         for cluster in _clusters(sorted(indices, key=lambda i: variants[i].pos), variants, span + 2 * radius):
-            _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec)
-            _tell(progress, len(cluster))
+            told = 0  # a cluster can hold a whole chunk: its variants are told as its windows are read
+
+            def partly(fraction: float, size: int = len(cluster)) -> None:
+                nonlocal told
+                now = min(size, int(fraction * size))
+                if now > told:
+                    _tell(progress, now - told)
+                    told = now
+
+            _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec, partly if progress else None)
+            if len(cluster) > told:
+                _tell(progress, len(cluster) - told)
     return outcomes
 
 
@@ -202,7 +212,8 @@ def _clusters(indices: list[int], variants: list[GenomicVariant], span: int) -> 
     return runs
 
 
-def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec: ScoringSpec) -> None:
+def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec: ScoringSpec,
+                   progress: Callable[[float], None] | None = None) -> None:
     """The substitutions of one cluster from one stretch of genome, through the scan's shared windows
     (with a context radius, every substitution within it too, each scored once however many variants
     rank against it). Each is read in the spec's windows centred on it, as `score_at` reads it: the
@@ -219,7 +230,7 @@ def _score_cluster(bundle, reference, contig, cluster, variants, outcomes, spec:
             wanted[near] = BASES
     positions = sorted(wanted)
     deltas = np.full((len(bases), 4), np.nan)
-    deltas[positions] = mean_substitution_deltas(bundle, bases, positions, spec, wanted)
+    deltas[positions] = mean_substitution_deltas(bundle, bases, positions, spec, wanted, progress)
     length = reference.lengths[contig]
     for i in cluster:
         pos, alt = variants[i].pos - 1 - start, variants[i].alt

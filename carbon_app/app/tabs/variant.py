@@ -51,7 +51,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         at = [f"{examples['genome_contig']}:{v}" for v in named]
         gr.Examples([["", v, "", DEMO_GENOME, examples["hbb_cds"]] for v in at],
                     inputs=[reference, change, alternate, genome, cds],
-                    example_labels=[f"{label.split(':')[0]} at {v}" for label, v in zip(labels, at, strict=True)],
+                    example_labels=[f"{label.split(':')[0].split(',')[0]} at {v}"  # under 50 letters
+                                    for label, v in zip(labels, at, strict=True)],
                     label=f"The same at coordinates on the bundled {DEMO_GENOME} genome")
     verdict = gr.Markdown(fmt.RESEARCH_NOTE)
     # a line of its own for the progress bar, under the verdict: the delta, shown first, stays readable while

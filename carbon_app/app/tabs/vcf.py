@@ -42,8 +42,7 @@ def vcf_tab(page: Page) -> None:
             button = gr.Button("Score VCF", variant="primary")
     if DEMO_GENOME in genomes:
         gr.Examples([[DEMO_GENOME, str(ASSETS / "examples" / page.examples["vcf"])]], inputs=[genome, upload],
-                    label="Example", example_labels=["HBB variants on the demo genome: HbS, HbC, HbE, thalassaemia "
-                                                     "alleles, one wrong REF"])
+                    label="Example", example_labels=["HBB: HbS, HbC, HbE, thalassaemias, one wrong REF"])
     summary = gr.Markdown()
     plot = gr.Plot(label="Deltas along the genome")
     table = gr.Dataframe(headers=fmt.VCF_TABLE_COLUMNS, label="Every ALT allele (click a column to sort)",
