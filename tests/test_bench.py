@@ -163,3 +163,18 @@ def test_the_anonymous_memory_peak_counts_a_host_copy_but_not_a_memory_mapped_fi
                            text=True, cwd=Path(__file__).resolve().parents[1], check=True)
     mapped, copied = (int(x) for x in child.stdout.split())
     assert mapped < 64 * 2**20 and copied > size
+
+
+def test_a_random_model_directory_is_written_in_one_command_and_loads_like_a_checkpoint(tmp_path, capsys):
+    from carbon_app.inference.generate import generate
+    from carbon_app.model.bundle import load_bundle
+    from carbon_app.tools.synthetic import main
+
+    main([str(tmp_path / "tiny"), "--shape", "tiny", "--context", "256"])
+    assert "wrote a random tiny Carbon-format model" in capsys.readouterr().out
+    bundle = load_bundle(str(tmp_path / "tiny"))
+    assert bundle.model.config.max_position_embeddings == 256
+    assert len(generate(bundle, "ACGTAC", 30, temperature=0, seed=1).sequences[0]) == 30
+    with pytest.raises(SystemExit):  # never over a folder that holds something
+        main([str(tmp_path / "tiny"), "--shape", "tiny"])
+    assert "exists and is not empty" in capsys.readouterr().err

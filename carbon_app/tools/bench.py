@@ -484,6 +484,8 @@ def main(argv: list[str] | None = None) -> None:
                              "(carbon_app.tools.server_bench), gpu (the whole GPU report: carbon_app.tools.gpu_report)")
     parser.add_argument("--server", help="the server suite's vLLM server (default: deploy/vllm/serve.sh, started)")
     parser.add_argument("--users", type=int, default=16, help="the server suite's designs sent at once")
+    parser.add_argument("--server-model", help="the server suite's model directory (default: the bundled model)")
+    parser.add_argument("--snvs", type=int, default=200, help="the server suite's score-vcf SNVs (0: none)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"],
                         help="the scan and vcf suites' dtype (default: bfloat16 on a GPU, float32 on a CPU); "
                              "deltas agree with the one-at-a-time path to 1e-4 in float32 only")
@@ -517,7 +519,8 @@ def main(argv: list[str] | None = None) -> None:
     if "server" in suites:
         from .server_bench import server_suite
 
-        server_suite(args.server, users=args.users, repeats=args.repeats)
+        server_suite(args.server, users=args.users, repeats=args.repeats, model_dir=args.server_model,
+                     snvs=args.snvs)
     if "generation" not in suites:
         return
 

@@ -1,7 +1,12 @@
-"""The server backend against the in-process engine, on the same bundled model, in one run.
+"""The server backend against the in-process engine, on the same model, in one run.
 
     python -m carbon_app.tools.bench --suite server            # starts deploy/vllm/serve.sh on loopback
     python -m carbon_app.tools.bench --suite server --server URL
+    python -m carbon_app.tools.bench --suite server --server-model DIR --snvs 0   # another model, no VCF part
+
+The bundled model (3 MB) leaves a server's batching nothing to win; a model directory of a released
+shape (`python -m carbon_app.tools.synthetic DIR --shape 500M`: random weights, the real layout) asks the
+question the backend is for: many users on one model whose every step is work.
 
 Three questions, each asked of both backends side by side:
 - one design's latency (base-level, sampled; median of interleaved repeats);
@@ -67,20 +72,21 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-def _design_args(bases: int, seed: int) -> tuple:
+def _design_args(model: str, bases: int, seed: int) -> tuple:
     """The Design tab's inputs for one sampled base-level design of `bases` bases, no prompt."""
-    return ("carbon-demo", "none", "none", "", None, bases, "", "bp", 0.9, 0, 1.0, seed, 1, False)
+    return (model, "none", "none", "", None, bases, "", "bp", 0.9, 0, 1.0, seed, 1, False)
 
 
-def _concurrent_designs(url: str, users: int, bases: int) -> tuple[float, list[float]]:
+def _concurrent_designs(url: str, model: str, users: int, bases: int) -> tuple[float, list[float]]:
     """(wall seconds, each request's seconds) of `users` designs sent to the app at `url` at once."""
     from gradio_client import Client
 
     clients = [Client(url, verbose=False) for _ in range(users)]
-    clients[0].predict(*_design_args(bases, 0), api_name="/generate")  # warmed: nothing first-use is timed
+    clients[0].predict(*_design_args(model, bases, 0), api_name="/generate")  # warmed: nothing first-use is timed
 
     def one(i: int) -> float:
-        seconds, result = timed(lambda: clients[i].predict(*_design_args(bases, 100 + i), api_name="/generate"))
+        seconds, result = timed(lambda: clients[i].predict(*_design_args(model, bases, 100 + i),
+                                                           api_name="/generate"))
         assert len(result[-1]["sequences"][0]) == bases
         return seconds
 
@@ -104,7 +110,9 @@ def _bare_design_seconds(served, bases: int, repeats: int) -> float:
 
 
 def server_suite(server: str | None = None, users: int = 16, bases: int = 120, snvs: int = 200,
-                 repeats: int = 3) -> None:
+                 repeats: int = 3, model_dir: str | None = None) -> None:
+    """`model_dir`: a model directory that both backends run (default: the bundled model); `snvs` 0 skips the
+    VCF part (on a large model on a CPU it takes long)."""
     from ..genome.reference import Reference
     from ..genome.vcf import score_vcf
     from ..inference.generate import generate
@@ -114,10 +122,15 @@ def server_suite(server: str | None = None, users: int = 16, bases: int = 120, s
 
     with tempfile.TemporaryDirectory() as tmp:
         vllm = None
+        name, app_models = "carbon-demo", {"CARBON_MODEL": ""}
+        if model_dir:
+            name = Path(model_dir).resolve().name
+            app_models = {"CARBON_MODEL": f"{name}={Path(model_dir).resolve()}"}
+            os.environ.update(app_models)  # this process's ModelManager finds it by the same name
         if server is None:
-            vllm, server = start_vllm(Path(tmp) / "vllm.log")
+            vllm, server = start_vllm(Path(tmp) / "vllm.log", str(model_dir or "assets/models/carbon-demo"))
         try:
-            bundle, served = ModelManager(device="cpu").get("carbon-demo"), connect(server, "carbon-demo")
+            bundle, served = ModelManager(device="cpu").get(name), connect(server, name)
             print(f"\n== the server backend: {bundle.name} in this process against vLLM at {server} "
                   f"(plugin: {served.takes_designs}); CPU, {os.cpu_count()} cores shared by both")
             contenders = {where: (lambda model=model: generate(model, "", bases, mode="bp", temperature=0.9,
@@ -135,10 +148,10 @@ def server_suite(server: str | None = None, users: int = 16, bases: int = 120, s
             rates = {}
             for where, env in (("in-process", {}), ("server", {"CARBON_SERVER": server,
                                                                "CARBON_SERVER_CONCURRENCY": str(users)})):
-                process, url = start_app(Path(tmp) / f"app-{where}.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=tmp,
-                                         HF_HUB_OFFLINE="1", **env)
+                process, url = start_app(Path(tmp) / f"app-{where}.log", CARBON_OUTPUT_DIR=tmp, HF_HUB_OFFLINE="1",
+                                         **app_models, **env)
                 try:
-                    wall, latencies = _concurrent_designs(url, users, bases)
+                    wall, latencies = _concurrent_designs(url, name, users, bases)
                 finally:
                     process.terminate()
                     process.wait(timeout=60)
@@ -159,6 +172,8 @@ def server_suite(server: str | None = None, users: int = 16, bases: int = 120, s
                   f"files): in-process {direct['in-process']:,.0f} bases/s (one model, so one at a time), server "
                   f"{direct['server']:,.0f} bases/s; the app's own work per design is the rest")
 
+            if not snvs:
+                return
             rng = random.Random(5)
             contig = "".join(rng.choice("ACGT") for _ in range(100_000))
             rows = sorted(rng.sample(range(2_000, 98_000), snvs))

@@ -112,3 +112,28 @@ def random_bundle(shape: str = "500M", text_tokenizer=None, seed: int = 0,
     model = random_model(shape, CARBON_VOCAB_SIZE, seed, dtype, device=device)
     tokenizer = CarbonTokenizer(CARBON_DNA_CONFIG, text_tokenizer)
     return make_bundle(f"random-{shape}", Path("."), model, tokenizer, SCHEMES["pipeline"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m carbon_app.tools.synthetic DIR --shape 500M [--tokenizer FILES]: a model directory with random
+    weights in a released shape, which the app, the CLI and deploy/vllm/serve.sh load like a checkpoint."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m carbon_app.tools.synthetic", description=main.__doc__)
+    parser.add_argument("out", type=Path, help="the model directory to write")
+    parser.add_argument("--shape", default="500M", choices=list(SHAPES))
+    parser.add_argument("--tokenizer", type=Path, help="the released text tokenizer's files (vocab.json, "
+                        "merges.txt, ...): the 155,776-id layout; without it, a compact layout")
+    parser.add_argument("--context", type=int, default=2048, help="max_position_embeddings (bases / 6)")
+    args = parser.parse_args(argv)
+    if args.tokenizer is not None and not (args.tokenizer / "vocab.json").is_file():
+        parser.error(f"--tokenizer {args.tokenizer}: no vocab.json there")
+    if args.out.exists() and any(args.out.iterdir()):
+        parser.error(f"{args.out} exists and is not empty: name a new directory")
+    path = write_model_dir(args.out, args.shape, "carbon" if args.tokenizer else "compact", args.tokenizer,
+                           max_position_embeddings=args.context)
+    print(f"wrote a random {args.shape} Carbon-format model to {path}")
+
+
+if __name__ == "__main__":
+    main()
