@@ -178,6 +178,28 @@ def test_a_server_that_returns_too_few_logprobs_is_refused_where_a_kmer_is_missi
 
 
 @pytest.mark.integration
+def test_kmers_outranked_in_the_first_ask_are_asked_again_with_all_the_server_returns(served, demo, monkeypatch):
+    """A model whose other ids outrank some k-mers (random weights in the released layout): the window is asked
+    again with all the server returns, and the delta is the engine's, not refused."""
+    from carbon_app.serving import served as served_module
+    from carbon_app.serving.served import connect
+
+    monkeypatch.setattr(served_module, "LOGPROB_HEADROOM", 50 - served.tokenizer.n_kmers)  # asks 50 ids first
+    fresh = connect(served.served.url, "carbon-demo")  # nothing kept from other tests' windows
+    asked, ask = [], fresh.server.prompt_logprobs
+
+    def counted(model, ids, top):
+        asked.append(top)
+        return ask(model, ids, top)
+
+    monkeypatch.setattr(fresh.server, "prompt_logprobs", counted)
+    there = score_variant(fresh, HBB, "1206:A>T", window=300, frames=1, strand_average=False)
+    here = score_variant(demo, HBB, "1206:A>T", window=300, frames=1, strand_average=False)
+    assert there.delta == pytest.approx(here.delta, abs=1e-4)
+    assert asked[:2] == [50, fresh.served.vocab_returned]
+
+
+@pytest.mark.integration
 def test_the_command_line_scores_through_the_server_and_refuses_what_it_cannot_run_there(vllm_url, demo, capsys,
                                                                                          monkeypatch):
     from carbon_app.app.cli import main

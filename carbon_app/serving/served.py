@@ -40,6 +40,10 @@ LOGPROB_HEADROOM = 256  # ids asked for beyond the k-mers, for other ids (tags, 
 _fanned_out = threading.local()  # set in the threads `ServedModel.each` runs work in
 
 
+class KmersOutranked(ServerError):
+    """A position's answer lacks some k-mers: other ids outranked them within the log-probs asked for."""
+
+
 class _NoLocalMemory:
     """The server holds the model and its working memory: nothing is asked of this machine's budget."""
 
@@ -95,12 +99,12 @@ class ServedModel(Context):
             return self._map(lambda prompt: self._window(prompt, first), prompts)
         prefixes = list(dict.fromkeys(tuple(prompt[: first + 1 + row])
                                       for prompt, wanted in zip(prompts, rows, strict=True) for row in wanted))
-        top = self._top()
         with self._lock:
             asked = {prefix: self._rows[prefix] for prefix in prefixes if prefix in self._rows}
         missing = [prefix for prefix in prefixes if prefix not in asked]
-        fetched = self._map(lambda prefix: self._row(self.server.next_logprobs(self.served.model, list(prefix), top),
-                                                     top, len(prefix) - first), missing)
+        fetched = self._map(lambda prefix: self._widening(
+            lambda top: [self.server.next_logprobs(self.served.model, list(prefix), top)], len(prefix) - first)[0],
+            missing)
         asked.update(zip(missing, fetched, strict=True))
         with self._lock:  # kept for the windows of other calls that share these prefixes (a scan's, a batch's)
             self._rows.update(zip(missing, fetched, strict=True))
@@ -145,9 +149,22 @@ class ServedModel(Context):
         return min(self.served.vocab_returned, self.tokenizer.n_kmers + LOGPROB_HEADROOM)
 
     def _window(self, prompt: list[int], first: int) -> torch.Tensor:
+        return self._widening(lambda top: self.server.prompt_logprobs(self.served.model, prompt, top)[first + 1:], 1)
+
+    def _widening(self, ask, token: int) -> torch.Tensor:
+        """[rows, 4^k] k-mer log-probs of the positions `ask(top)` returns (the first is token `token` of its
+        window), asked with `_top()` ids a position; where some k-mer was outranked (a model whose text ids
+        rank high after <dna>: random weights, say), asked again with all the server returns, and refused only
+        if still incomplete. A trained Carbon model's k-mers fill the top of every DNA position."""
         top = self._top()
-        positions = self.server.prompt_logprobs(self.served.model, prompt, top)
-        return torch.stack([self._row(returned, top, row + 1) for row, returned in enumerate(positions[first + 1:])])
+        while True:
+            returned = ask(top)
+            try:
+                return torch.stack([self._row(one, top, token + row) for row, one in enumerate(returned)])
+            except KmersOutranked:
+                if top >= self.served.vocab_returned:
+                    raise
+                top = self.served.vocab_returned
 
     def _row(self, returned: dict[int, float], top: int, token: int) -> torch.Tensor:
         """[4^k] k-mer log-probs, normalised over the k-mers, of one position's returned {id: log-prob};
@@ -159,7 +176,7 @@ class ServedModel(Context):
         got = int(dna.sum())
         if got < n:
             enough = min(self.vocab_size, top + n - got + LOGPROB_HEADROOM)
-            raise ServerError(
+            raise KmersOutranked(
                 f"the server {self.served.url} returned {got:,} of the model's {n:,} k-mers at token {token} of a "
                 f"window (it returns the {top:,} most likely ids a position, and other ids outranked the rest): "
                 f"start it with --max-logprobs {enough} or more")
