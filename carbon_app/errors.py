@@ -16,3 +16,8 @@ class InputError(CarbonError, ValueError):
 
 class ModelError(CarbonError):
     """A model cannot be found, loaded, or does not match its files."""
+
+
+class ScoresUnavailable(CarbonError):
+    """The model's log-probs cannot be read exactly where asked (a server returns too few of them): a score
+    needs them, so it is refused; a design already made keeps its bases and says why its score is missing."""

@@ -173,7 +173,7 @@ def test_scans_contexts_and_region_scans_through_the_server_equal_the_engines(se
 def test_a_server_that_returns_too_few_logprobs_is_refused_where_a_kmer_is_missing(served):
     few = replace(served, served=replace(served.served, vocab_returned=50))
     with pytest.raises(ServerError, match=r"returned \d+ of the model's 4,096 k-mers at token 1 of a window \(it "
-                                          r"returns the 50 most likely ids a position.*--max-logprobs 4124 or more"):
+                                          r"returns the 50 most likely ids a position.*--max-logprobs 4124 at least"):
         score_variant(few, HBB, "1206:A>T", window=300, frames=1, strand_average=False)
 
 

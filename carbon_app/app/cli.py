@@ -213,8 +213,9 @@ def _generate(args) -> dict:
         print(designs_fasta(result), end="")
         for i, row in enumerate(reports, start=1):
             checks = " ".join(f"{c['specification']}={'PASS' if c['passes'] else 'FAIL'}" for c in row["constraints"])
-            print(f"# {design_name(i)}: loglik={row['total']:.2f} rank={row.get('rank', '-')}"
-                  + (f" {checks}" if checks else ""), file=sys.stderr)
+            loglik = "-" if row["total"] is None else f"{row['total']:.2f}"
+            print(f"# {design_name(i)}: loglik={loglik} rank={row.get('rank', '-')}" + (f" {checks}" if checks else "")
+                  + (f" (no log-likelihood: {row['ll_missing']})" if row.get("ll_missing") else ""), file=sys.stderr)
         print(f"# prompt text: {result.prompt_text}\n# prompt ids: {result.prompt_ids}", file=sys.stderr)
     return {"settings": design_settings(result), **result.to_dict(), "reports": reports}
 

@@ -312,6 +312,9 @@ def report_markdown(reports: list[dict]) -> str:
     flank = any(r.get("ll_flank") is not None for r in reports)
     lines.append("\nlog-lik: natural log of each design under the model, after its prompt"
                  + (" and with the downstream flank" if flank else "") + "; rank 1 = most likely.")
+    missing = next((r["ll_missing"] for r in reports if r.get("ll_missing")), None)
+    if missing:
+        lines.append(f"No log-likelihood: {html.escape(missing)}")
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from Bio.Seq import Seq
 
 from ..core.dna import reverse_complement, satisfies
+from ..errors import ScoresUnavailable
 
 
 @dataclass
@@ -122,7 +123,11 @@ def design_likelihoods(bundle, result, flank: str = "") -> list[dict]:
         if after > len(text):
             out.append({"design": i, "ll_design": None, "ll_flank": None, "total": None})
             continue
-        logprobs = score_sequence(bundle, text, tags=tags).logprobs
+        try:
+            logprobs = score_sequence(bundle, text, tags=tags).logprobs
+        except ScoresUnavailable as exc:  # the design stands; only its score is missing, and why
+            out.append({"design": i, "ll_design": None, "ll_flank": None, "total": None, "ll_missing": str(exc)})
+            continue
         own = logprobs[len(text) - after : len(text) - len(flank)]
         tail = logprobs[len(text) - len(flank) :] if flank else []
         out.append({"design": i, "ll_design": float(own.sum()), "ll_flank": float(sum(tail)) if flank else None,

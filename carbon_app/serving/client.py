@@ -99,7 +99,8 @@ class ServerClient:
                 cap = _CAP.search(str(exc))
                 if not cap:
                     raise
-                returned = len(self.prompt_logprobs(entry["id"], list(probe_ids), int(cap[1]))[1])
+                # vLLM adds the prompt's own token where it is not among the top ones: the cap, not the count
+                returned = min(int(cap[1]), len(self.prompt_logprobs(entry["id"], list(probe_ids), int(cap[1]))[1]))
         return ServerInfo(self.url, entry["id"], str(entry.get("root") or entry["id"]),
                           int(entry.get("max_model_len") or 0), returned)
 

@@ -30,6 +30,7 @@ import torch
 from ..core.tags import TagScheme
 from ..core.tokens import CarbonTokenizer
 from ..core.validate import whole_number
+from ..errors import ScoresUnavailable
 from ..model.bundle import Context
 from ..model.card import ModelCard
 from .client import ServerClient, ServerError, ServerInfo
@@ -40,8 +41,12 @@ LOGPROB_HEADROOM = 256  # ids asked for beyond the k-mers, for other ids (tags, 
 _fanned_out = threading.local()  # set in the threads `ServedModel.each` runs work in
 
 
-class KmersOutranked(ServerError):
-    """A position's answer lacks some k-mers: other ids outranked them within the log-probs asked for."""
+class KmersOutranked(ServerError, ScoresUnavailable):
+    """A position's answer lacks `missing` k-mers: other ids outranked them within the log-probs asked for."""
+
+    def __init__(self, message: str, missing: int):
+        super().__init__(message)
+        self.missing = missing
 
 
 class _NoLocalMemory:
@@ -154,15 +159,16 @@ class ServedModel(Context):
     def _widening(self, ask, token: int) -> torch.Tensor:
         """[rows, 4^k] k-mer log-probs of the positions `ask(top)` returns (the first is token `token` of its
         window), asked with `_top()` ids a position; where some k-mer was outranked (a model whose text ids
-        rank high after <dna>: random weights, say), asked again with all the server returns, and refused only
-        if still incomplete. A trained Carbon model's k-mers fill the top of every DNA position."""
+        rank high after <dna>: random weights, say), asked again with all the server returns where that many
+        more ids could hold the missing k-mers, else refused. A trained Carbon model's k-mers fill the top of
+        every DNA position."""
         top = self._top()
         while True:
             returned = ask(top)
             try:
                 return torch.stack([self._row(one, top, token + row) for row, one in enumerate(returned)])
-            except KmersOutranked:
-                if top >= self.served.vocab_returned:
+            except KmersOutranked as exc:
+                if top + exc.missing > self.served.vocab_returned:  # each id more holds one k-mer at most
                     raise
                 top = self.served.vocab_returned
 
@@ -179,7 +185,7 @@ class ServedModel(Context):
             raise KmersOutranked(
                 f"the server {self.served.url} returned {got:,} of the model's {n:,} k-mers at token {token} of a "
                 f"window (it returns the {top:,} most likely ids a position, and other ids outranked the rest): "
-                f"start it with --max-logprobs {enough} or more")
+                f"start it with --max-logprobs {enough} at least (up to the model's {self.vocab_size:,} ids)", n - got)
         row = torch.full((n,), -math.inf, dtype=torch.float64)
         row[ids[dna] - start] = values[dna]
         return torch.log_softmax(row, dim=-1).float()

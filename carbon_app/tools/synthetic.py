@@ -22,6 +22,9 @@ SHAPES: dict[str, dict] = {
     "tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
                  initializer_range=0.5),  # large weights: peaked, non-trivial distributions
+    # the smallest heads vLLM's CPU attention runs (head_dim 32; "tiny"'s 8 it refuses)
+    "small": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True),
     "500M": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                  num_key_value_heads=8, max_position_embeddings=8192, tie_word_embeddings=True),
     "3B": dict(hidden_size=3072, intermediate_size=8448, num_hidden_layers=30, num_attention_heads=32,
