@@ -94,3 +94,9 @@ def test_the_app_serves_a_checkpoint_in_the_released_layout_like_the_engine(tmp_
 @pytest.mark.gpu
 def test_the_app_on_a_gpu_serves_a_carbon_3b_shaped_checkpoint_like_the_engine(tmp_path, carbon_tokenizer_dir):
     _served_like_the_engine(tmp_path, carbon_tokenizer_dir, "3B", "cuda", torch.bfloat16, tolerance=0.05)
+
+
+def test_the_app_serves_a_checkpoint_with_carbon_3bs_heads_like_the_engine(tmp_path, carbon_tokenizer_dir):
+    """The GPU test's checkpoint (3B's 96-wide heads, 8 query heads to a key head, 32k context) at a CPU's width
+    and dtype (float32: a CPU loads every checkpoint so): what fails here is not the GPU's."""
+    _served_like_the_engine(tmp_path, carbon_tokenizer_dir, "3B-narrow", "cpu", torch.float32, tolerance=1e-4)

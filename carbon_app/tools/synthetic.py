@@ -29,6 +29,9 @@ SHAPES: dict[str, dict] = {
                  num_key_value_heads=8, max_position_embeddings=8192, tie_word_embeddings=True),
     "3B": dict(hidden_size=3072, intermediate_size=8448, num_hidden_layers=30, num_attention_heads=32,
                num_key_value_heads=4, head_dim=96, max_position_embeddings=32768, tie_word_embeddings=True),
+    # Carbon-3B's heads (96 wide, 8 query heads to a key head) and context at a CPU test's width
+    "3B-narrow": dict(hidden_size=768, intermediate_size=2112, num_hidden_layers=2, num_attention_heads=8,
+                      num_key_value_heads=1, head_dim=96, max_position_embeddings=32768, tie_word_embeddings=True),
     "8B": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                num_key_value_heads=8, max_position_embeddings=32768, tie_word_embeddings=False),
 }
