@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,21 @@ def client(server):
     from gradio_client import Client
 
     return Client(server, verbose=False)
+
+
+@contextmanager
+def vllm_serving(log_dir: Path, model: str = "assets/models/carbon-demo"):
+    """`deploy/vllm/serve.sh` on `model`, as the README starts it: its URL while the block runs (the test skips
+    where there is no vLLM environment, and fails with vLLM's log where it does not start)."""
+    from carbon_app.tools.server_bench import VLLM_PYTHON, start_vllm, stop_vllm
+
+    if not VLLM_PYTHON.exists():
+        pytest.skip(f"no vLLM environment at {VLLM_PYTHON} (deploy/vllm/install-cpu.sh makes it)")
+    try:
+        process, url = start_vllm(log_dir / "server.log", model)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield url
+    finally:
+        stop_vllm(process)

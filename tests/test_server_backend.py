@@ -19,7 +19,7 @@ from carbon_app.core.dna import read_fasta
 from carbon_app.inference.score import score_sequence, score_variant
 from carbon_app.serving.client import ServerClient, ServerError
 
-from .conftest import REPO
+from .conftest import REPO, vllm_serving
 
 HBB = read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
 
@@ -33,18 +33,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def vllm_url(tmp_path_factory):
     """`deploy/vllm/serve.sh` on the bundled model, as the README starts it."""
-    from carbon_app.tools.server_bench import VLLM_PYTHON, start_vllm, stop_vllm
-
-    if not VLLM_PYTHON.exists():
-        pytest.skip(f"no vLLM environment at {VLLM_PYTHON} (deploy/vllm/install-cpu.sh makes it)")
-    try:
-        process, url = start_vllm(tmp_path_factory.mktemp("vllm") / "server.log")
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    try:
+    with vllm_serving(tmp_path_factory.mktemp("vllm")) as url:
         yield url
-    finally:
-        stop_vllm(process)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from carbon_app.inference.score import score_variant
 from carbon_app.model.bundle import load_bundle
 from carbon_app.serving.served import KmersOutranked, connect
 
-from .conftest import random_dna
+from .conftest import random_dna, vllm_serving
 
 pytestmark = pytest.mark.integration
 
@@ -30,18 +30,8 @@ def layout_model_dir(tmp_path_factory, carbon_tokenizer_dir):
 
 @pytest.fixture(scope="module")
 def layout_server(tmp_path_factory, layout_model_dir):
-    from carbon_app.tools.server_bench import VLLM_PYTHON, start_vllm, stop_vllm
-
-    if not VLLM_PYTHON.exists():
-        pytest.skip(f"no vLLM environment at {VLLM_PYTHON} (deploy/vllm/install-cpu.sh makes it)")
-    try:
-        process, url = start_vllm(tmp_path_factory.mktemp("vllm") / "server.log", str(layout_model_dir))
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    try:
+    with vllm_serving(tmp_path_factory.mktemp("vllm"), str(layout_model_dir)) as url:
         yield url
-    finally:
-        stop_vllm(process)
 
 
 def test_a_released_layout_server_is_read_right_refuses_inexact_scores_and_keeps_designs(
