@@ -35,7 +35,7 @@ from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.card import CARBON_EVALUATION, measured_quality, measured_setup
-from ..model.hub import bundled_models, configured_models, default_model_name, resolve_model_dir
+from ..model.hub import bundled_models, configured_models, default_model_name, model_role, resolve_model_dir
 from ..model.manager import ModelManager, out_of_memory_as_error
 from ..serving.client import ServerClient
 from ..serving.served import OWN_DRAFTS, ServedModel, connect, in_process_only
@@ -191,11 +191,10 @@ class Service:
         try:
             config = json.loads((path / "config.json").read_text())
             k = json.loads((path / "dna_config.json").read_text()).get("k", 6)
-            role_file = path / "carbon_role.json"
-            role = json.loads(role_file.read_text()).get("role") if role_file.exists() else None
         except (OSError, ValueError, AttributeError) as exc:
             raise InputError(f"{self.served(name)}'s config.json or dna_config.json cannot be read: {exc}") from None
-        return {"name": self.served(name), "config": config, "k": k, "quality": measured_quality(path), "role": role}
+        return {"name": self.served(name), "config": config, "k": k, "quality": measured_quality(path),
+                "role": model_role(path).get("role")}
 
     def tag_choices(self, name: str | None) -> tuple[list[str], list[str]]:
         """The species and region keys of a served model's own tag scheme (read from its directory, without

@@ -76,16 +76,28 @@ def _source(name: str) -> str:
     return name
 
 
+#: A model directory's own note of its role: {"role": "target" or "draft", "draft": its draft's name}.
+ROLE_FILE = "carbon_role.json"
+
+
+def model_role(model_dir: Path) -> dict:
+    """What `model_dir`'s ROLE_FILE says of it; empty where it has none or it cannot be read (a model
+    without one is a plain model: no role, no draft)."""
+    try:
+        role = json.loads((Path(model_dir) / ROLE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return role if isinstance(role, dict) else {}
+
+
 def default_model_name() -> str:
     """The model CARBON_MODEL names (by the name a client sees), else the bundled demo target."""
     configured = os.environ.get("CARBON_MODEL", "").strip()
     if configured:
         return _named(configured)[0]
     for name in bundled_models():
-        if (ASSETS_MODELS / name / "carbon_role.json").exists():
-            role = json.loads((ASSETS_MODELS / name / "carbon_role.json").read_text())
-            if role.get("role") == "target":
-                return name
+        if model_role(ASSETS_MODELS / name).get("role") == "target":
+            return name
     bundled = bundled_models()
     if bundled:
         return bundled[0]
@@ -160,13 +172,7 @@ def draft_for(name: str, path: Path | None = None) -> str | None:
     repo, _ = split_revision(name)
     if repo in HUB_MODELS:
         return HUB_MODELS[repo]["draft"]
-    role_file = (path or Path(_source(name))) / "carbon_role.json"
-    if role_file.exists():
-        try:
-            return json.loads(role_file.read_text()).get("draft")
-        except (OSError, json.JSONDecodeError):
-            return None
-    return None
+    return model_role(path or Path(_source(name))).get("draft")
 
 
 # -- the cache ------------------------------------------------------------------------

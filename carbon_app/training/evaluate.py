@@ -41,6 +41,7 @@ from ..inference.score import METHODS, Variant, score_sequence, variant_passes
 from ..inference.spec import resolve_spec
 from ..model.bundle import load_bundle
 from ..model.card import SCORING_FILE
+from ..model.hub import ROLE_FILE, model_role
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 from .merge import merge_command
 from .train import kept_near_start, model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
@@ -333,7 +334,7 @@ def own_saved_figures(model_dir: Path, data: Path, delta_radius: int | None = No
     hour of scoring."""
     try:
         saved = json.loads((model_dir / "eval.json").read_text())
-        role = json.loads((model_dir / "carbon_role.json").read_text())["role"]
+        role = model_role(model_dir)["role"]
         variant_sets = json.loads((data / "test_variants.json").read_text())
         unread = frozenset(variant_sets) - frozenset(saved["target_variants"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -703,7 +704,7 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
         training = json.loads((dest / "training.json").read_text())
         training["config"], training["lineage"] = lineages[name][-1]["config"], lineages[name][:-1]
         (dest / "training.json").write_text(json.dumps(training, indent=1) + "\n")
-        (dest / "carbon_role.json").write_text(json.dumps(role) + "\n")
+        (dest / ROLE_FILE).write_text(json.dumps(role) + "\n")
         # "quality" is the target's own variant-effect measurement: the draft's scores were not measured, and
         # the page must not show the target's figures beside them
         measured = results if role["role"] == "target" else {k: v for k, v in results.items() if k != "quality"}

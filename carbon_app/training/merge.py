@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from ..core.validate import argument_type, real_number
 from ..errors import InputError
+from ..model.hub import ROLE_FILE
 from .train import model_folder, not_a_model, training_lineage
 
 WEIGHTS = "model.safetensors"
@@ -71,7 +72,7 @@ def merge(base: Path, other: Path, weight: float, name: str, out_root: str = "ru
     weights = averaged(load_file(base / WEIGHTS), load_file(other / WEIGHTS), weight)
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(base, out, ignore=shutil.ignore_patterns(WEIGHTS, "training.json", "eval.json", "README.md",
-                                                                "carbon_role.json"))
+                                                                ROLE_FILE))
     save_file(weights, out / WEIGHTS, metadata={"format": "pt"})
     base_training = json.loads((base / "training.json").read_text()) if (base / "training.json").is_file() else {}
     config = {"preset": "merge", "name": name, "out_root": out_root, "base": str(base), "other": str(other),
