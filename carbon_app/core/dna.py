@@ -33,6 +33,9 @@ _WHITESPACE = re.compile(r"\s+")
 #: A numbered sequence line as GenBank's ORIGIN block and NCBI's pages show it: "   61 gtgaacgtgg atgaagttgg"
 _NUMBERED_LINE = re.compile(r"^\s*\d+\s+[A-Za-z][A-Za-z ]*\s*$")
 _LINE_NUMBER = re.compile(r"^\s*\d+", re.MULTILINE)
+#: the largest FASTA or GenBank file read whole for one record (a genome is read indexed, with pysam)
+MAX_RECORD_FILE_BYTES = 64 * 2**20
+_PIECE_BYTES = 2**20
 
 
 def clean_sequence(text: str, what: str = "sequence", ambiguous: bool = True) -> str:
@@ -116,6 +119,29 @@ def is_record_text(text: str) -> bool:
     return text.lstrip().startswith((">", "LOCUS"))
 
 
+def _record_file_text(path: Path, what: str) -> str:
+    """A record file's text, read in pieces: refused once it passes MAX_RECORD_FILE_BYTES, and read no further
+    than its first piece with text when that text does not start a FASTA or GenBank record (a binary file,
+    /dev/zero: the caller names it)."""
+    pieces: list[bytes] = []
+    size, started = 0, False
+    try:
+        with path.open("rb") as file:
+            while piece := file.read(_PIECE_BYTES):
+                size += len(piece)
+                if size > MAX_RECORD_FILE_BYTES:
+                    raise InputError(f"the {what} file '{path}' is larger than {MAX_RECORD_FILE_BYTES // 2**20} MB; "
+                                     "a genome is read indexed instead (--reference)")
+                pieces.append(piece)
+                if not started and piece.strip():
+                    started = True
+                    if not b"".join(pieces).lstrip().startswith((b">", b"LOCUS")):
+                        break
+    except OSError as exc:
+        raise InputError(f"cannot read the {what} file '{path}': {exc.strerror}") from None
+    return b"".join(pieces).decode(errors="replace")
+
+
 def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA",
                choose: str = "choose one by its id") -> FastaRecord:
     """Read one record from a FASTA or GenBank file path, or from FASTA or GenBank text.
@@ -124,14 +150,7 @@ def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA
     the ids and says how to `choose`, because silently taking the first would
     score the wrong sequence.
     """
-    if isinstance(source, Path) or not is_record_text(source):
-        path = Path(source)
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read the {what} file '{path}': {exc.strerror}") from None
-    else:
-        text = source
+    text = _record_file_text(Path(source), what) if isinstance(source, Path) or not is_record_text(source) else source
     if not is_record_text(text):
         raise InputError(f"the {what} input is not FASTA: it must start with a '>' header line "
                          "(or LOCUS, for GenBank)")

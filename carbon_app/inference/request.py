@@ -90,6 +90,8 @@ class DesignRequest:
             n_bases = positions
         if n_bases is None:
             raise InputError("give the number of bases to generate (or a mask, whose length sets it)")
+        if constraints:
+            constraints.check_size(n_bases)
         return cls(n_bases=n_bases, seed=seed, prompt=prompt, mask=mask, species=species or None,
                    region=region or None, sampling=sampling, samples=samples, constraints=constraints,
                    draft_always=bool(draft_always))

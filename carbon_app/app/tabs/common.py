@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import inspect
 import json
@@ -10,9 +11,10 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from ...assets import ASSETS
+from ...errors import InputError
 from .. import formatting as fmt
 from ..model_thread import on_model_thread, stops_when_dropped
-from ..service import Service
+from ..service import MAX_PASTE_CHARS, Service
 
 FREE = dict(allow_custom_value=True)  # the value goes to the service or engine, which names a wrong one
 SCORING = [(words, method) for method, words in fmt.METHOD_WORDS.items()]  # the scoring dropdowns' choices
@@ -39,6 +41,32 @@ def fail(exc: Exception):
     message as HTML and messages quote what the client sent, so <, > and & are escaped: markup shows as typed
     (an API client reads them as &lt; &gt; &amp;)."""
     raise gr.Error(html.escape(str(exc), quote=False), print_exception=False)
+
+
+def bounded_text(fn):
+    """`fn` (a function or a generator function) refusing, before it starts, any text a client sends that is
+    longer than MAX_PASTE_CHARS, named by its field: whatever a field means, nothing in it is read further
+    (each field's own bound, derived from what it means, is checked where it is read)."""
+    names = list(inspect.signature(fn).parameters)
+
+    def check(args, kwargs) -> None:
+        for name, value in [*zip(names, args, strict=False), *kwargs.items()]:
+            if isinstance(value, str) and len(value) > MAX_PASTE_CHARS:
+                fail(InputError(f"the {name.replace('_', ' ')} field is {len(value):,} characters; the limit is "
+                                f"{MAX_PASTE_CHARS:,}"))
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def steps(*args, **kwargs):
+            check(args, kwargs)
+            yield from fn(*args, **kwargs)
+        return steps
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        check(args, kwargs)
+        return fn(*args, **kwargs)
+    return run
 
 
 def sequence_inputs(label: str, lines: int = 4) -> tuple[gr.Textbox, gr.File]:
@@ -112,6 +140,7 @@ class Page:
         """A handler that runs a model, stopped when its request is cancelled or its tab closed: in this
         process on the model thread (`on_gpu`); with a server on a thread of its own, so that many users'
         requests reach the server at once."""
+        fn = bounded_text(fn)
         if self.service.config.server:
             return stops_when_dropped(fn, heartbeat=gr.skip())
         return on_gpu(fn)

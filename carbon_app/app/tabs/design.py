@@ -14,7 +14,7 @@ from .. import formatting as fmt
 from ..exports import design_settings, designs_fasta
 from ..plots import confidence_figure, logo_figure
 from ..service import Service
-from .common import FREE, Page, fail, sequence_inputs
+from .common import FREE, Page, bounded_text, fail, sequence_inputs
 
 #: the first 60 residues of Aequorea victoria GFP (UniProt P42212), for the constrained-design example
 GFP_FRAGMENT = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
@@ -173,4 +173,5 @@ def design_tab(page: Page) -> None:
                                 by_name={**constraint_fields, "flank": flank})
     # stops the design at its next streamed update and frees what it held (as closing the tab does)
     stop.click(None, None, None, cancels=[running], api_visibility="private")
-    gr.on([mask.change, n_bases.change], mask_check, [mask, n_bases], mask_status, api_name="check_mask", queue=False)
+    gr.on([mask.change, n_bases.change], bounded_text(mask_check), [mask, n_bases], mask_status, api_name="check_mask",
+          queue=False)

@@ -21,12 +21,10 @@ from ...errors import InputError
 from ..marginals import kmer_log_mask
 from ..sampling import SamplingParams, step_logprobs
 from .kinds import FIELDS, KINDS
-from .part import Constraint, ConstraintCheck, Layout, Token, kmer_tables
+from .part import JUNCTION, Constraint, ConstraintCheck, Layout, Token, kmer_tables
 
 #: steps back a design may take before its constraints are called too tight to meet
 MAX_STEPS_BACK = 5000
-#: prompt bases read with a design when it is checked, so that a site across the junction is found
-JUNCTION = 20
 
 
 @dataclass(frozen=True)
@@ -63,6 +61,12 @@ class DesignConstraints:
     def options(self) -> dict[str, str]:
         """The active fields as the command line takes them."""
         return {name: text for part in self.parts for name, text in part.options().items()}
+
+    def check_size(self, n_bases: int) -> None:
+        """Refuse, naming it, a constraint that reaches further than a design of `n_bases` can (`too_long_for`)."""
+        reason = next((why for part in self.parts if (why := part.too_long_for(n_bases))), None)
+        if reason:
+            raise InputError(reason)
 
     def fixed_length(self) -> tuple[int, str] | None:
         """(bases, why) where a constraint sets the design's length."""

@@ -24,6 +24,8 @@ import numpy as np
 from ...core.dna import BASES, IUPAC
 
 GC_BASES = np.array([b in "GC" for b in BASES])
+#: prompt bases read with a design when it is checked, so that a site or run across the junction is found
+JUNCTION = 20
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,12 @@ class Constraint:
     def reach(self) -> int:
         """How many bases before the design it must see (a site across the prompt junction)."""
         return 1
+
+    def too_long_for(self, n_bases: int) -> str | None:
+        """A sentence when it asks about a longer stretch of bases than a design of `n_bases` and the JUNCTION
+        prompt bases read with it hold: a run or site that could never be found there, refused before any
+        table is made for it."""
+        return None
 
     def fixed_length(self) -> tuple[int, str] | None:
         """(bases, why) where it sets the design's length: (9, 'the protein has 3 residues, 9 bases')."""

@@ -4,19 +4,30 @@ name (Biopython's `Bio.Restriction`: EcoRI, BsaI, BsmBI, ...) or IUPAC motifs.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 from ....core.dna import IUPAC, reverse_complement
 from ....errors import InputError
-from ..part import Constraint, ConstraintCheck, Field, Layout, MotifRule, Rule, chisel_check, motif_matrix
+from ..part import JUNCTION, Constraint, ConstraintCheck, Field, Layout, MotifRule, Rule, chisel_check, motif_matrix
+
+#: sites one design may keep out: a cloning plan names a handful (Golden Gate: BsaI, BsmBI and a few more),
+#: and each site is one more motif on both strands checked at every base
+MAX_SITES = 30
+#: the longest IUPAC motif: Biopython's REBASE sites are 15 bases at most; a recombination site (loxP, 34) fits
+MAX_MOTIF_BASES = 60
+#: the longest list text: MAX_SITES motifs of MAX_MOTIF_BASES with a separator each
+MAX_LIST_CHARS = MAX_SITES * (MAX_MOTIF_BASES + 2)
 
 
-@cache  # looked up by parsing, the rule, the reach and the report alike
+@lru_cache(maxsize=1024)  # looked up by parsing, the rule, the reach and the report alike; bounded, as names are sent
 def resolve_site(name: str) -> tuple[str, str]:
     """(label, IUPAC site) for a restriction enzyme's name or an IUPAC motif."""
     from Bio import Restriction
 
     text = name.strip()
+    if len(text) > MAX_MOTIF_BASES:
+        raise InputError(f"the site to avoid '{text[:20]}…' is {len(text):,} characters; a motif may have at most "
+                         f"{MAX_MOTIF_BASES} bases")
     enzyme = Restriction.AllEnzymes.get(text) if text in Restriction.AllEnzymes.elements() else None
     if enzyme is None:  # names are case-sensitive in REBASE; forgive the case of a unique match
         matches = [e for e in Restriction.AllEnzymes.elements() if e.lower() == text.lower()]
@@ -42,8 +53,19 @@ class AvoidSites(Constraint):
     @classmethod
     def parse(cls, avoid=None) -> AvoidSites | None:
         if isinstance(avoid, str):
+            if len(avoid) > MAX_LIST_CHARS:
+                raise InputError(f"the sites to avoid are {len(avoid):,} characters; at most {MAX_LIST_CHARS:,} "
+                                 f"({MAX_SITES} sites of up to {MAX_MOTIF_BASES} bases)")
             avoid = avoid.replace(";", ",").replace(" ", ",").split(",")
-        sites = tuple(a.strip() for a in (avoid or ()) if a and a.strip())
+        if avoid is not None and not isinstance(avoid, list | tuple):
+            raise InputError("the sites to avoid must be text (enzyme names or IUPAC motifs, comma-separated)")
+        if avoid and len(avoid) > MAX_LIST_CHARS:
+            raise InputError(f"{len(avoid):,} sites to avoid were given; at most {MAX_SITES}")
+        if any(not isinstance(a, str) for a in avoid or ()):
+            raise InputError("each site to avoid must be text: an enzyme name or an IUPAC motif")
+        sites = tuple(dict.fromkeys(a.strip() for a in (avoid or ()) if a.strip()))
+        if len(sites) > MAX_SITES:
+            raise InputError(f"{len(sites):,} sites to avoid were given; at most {MAX_SITES}")
         for site in sites:
             resolve_site(site)
         return cls(sites) if sites else None
@@ -71,6 +93,15 @@ class AvoidSites(Constraint):
 
     def reach(self) -> int:
         return max(len(code) for code in self.motifs())
+
+    def too_long_for(self, n_bases: int) -> str | None:
+        most = n_bases + JUNCTION
+        longest = max(self.avoid, key=lambda name: len(resolve_site(name)[1]))
+        label, site = resolve_site(longest)
+        if len(site) <= most:
+            return None
+        return (f"the site {label} has {len(site)} bases, more than the design's {n_bases:,} bases and the "
+                f"{JUNCTION} prompt bases before them: it could never be found there")
 
     def rule(self, layout: Layout) -> Rule:
         return MotifRule(layout, [motif_matrix(code) for code in self.motifs()])
