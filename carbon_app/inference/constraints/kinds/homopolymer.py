@@ -58,24 +58,35 @@ class MaxHomopolymer(Constraint):
 class RunRule(Rule):
     """No run of one base longer than `longest` may end at a design base, counting the bases before the token.
 
-    Tables made once per k say, for every 6-mer, how long the run ending at each of its bases is within it and
-    whether that run goes back to its first base (then it continues the run the bases before it end with), so
-    a step costs the same whatever the bound: a long bound is never spelled out as a motif of its length."""
+    Tables made once per span of design bases in a token say, for every 6-mer, whether a run within it is
+    already too long, and how many more bases before it a run from its first base could take: a step costs
+    the same whatever the bound (a long bound is never spelled out as a motif of its length)."""
 
     def __init__(self, layout: Layout, longest: int):
         digits, k = layout.digits, layout.k
-        within = np.ones_like(digits)
+        within = np.ones_like(digits)  # [4^k, k]: the run ending at base j, within the 6-mer
         for j in range(1, k):
             within[:, j] = np.where(digits[:, j] == digits[:, j - 1], within[:, j - 1] + 1, 1)
         self.within, self.longest = within, longest
-        self.from_first = within == np.arange(1, k + 1)  # [4^k, k]: the run at base j began at the first base
-        self.first = digits[:, 0]
+        self.from_first = within == np.arange(1, k + 1)  # the run at base j began at the first base
+        self.first_is = [digits[:, 0] == b for b in range(4)]
+        self._spans: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def _span(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """For design bases a..b of a token: (no run within the 6-mer is too long, the most bases before it a run
+        from its first base may still take (-1: none ends at a design base))."""
+        if (a, b) not in self._spans:
+            within, head = self.within[:, a : b + 1], self.from_first[:, a : b + 1]
+            longest_head = np.where(head, within, 0).max(axis=1)
+            room = np.where(longest_head > 0, self.longest - longest_head, np.iinfo(np.int64).max)
+            self._spans[a, b] = (within.max(axis=1) <= self.longest, room)
+        return self._spans[a, b]
 
     def allowed(self, token: Token) -> np.ndarray:
         before, live = token.before, token.live
-        runs = self.within[:, live]
-        if before and before[-1] in BASES:
-            last = before[-1]
-            carried = min(len(before) - len(before.rstrip(last)), self.longest + 1)
-            runs = runs + np.where(self.first == BASES.index(last), carried, 0)[:, None] * self.from_first[:, live]
-        return (runs <= self.longest).all(axis=1)
+        ok, room = self._span(live[0], live[-1])  # a token's design bases are consecutive
+        if not before or before[-1] not in BASES:
+            return ok
+        last = before[-1]
+        carried = min(len(before) - len(before.rstrip(last)), self.longest + 1)
+        return ok & ~(self.first_is[BASES.index(last)] & (room < carried))
