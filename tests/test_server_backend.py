@@ -395,3 +395,31 @@ def test_the_plugins_own_imports_are_torch_and_numpy_only_so_it_loads_in_vllms_e
               "{'gradio', 'pysam', 'Bio', 'plotly', 'ray', 'httpx', 'transformers', 'dnachisel', 'pandas'}))")
     shown = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == "[]", shown.stdout + shown.stderr
+
+
+class _OnlyModels(BaseHTTPRequestHandler):
+    """An OpenAI-style server: /v1/models and nothing else (404), as vLLM answers a path it does not serve."""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        if self.path == "/v1/models":
+            _Flaky._answer(self, 200, {"data": [{"id": "carbon-demo", "max_model_len": 256}]})
+        else:
+            _Flaky._answer(self, 404, {"detail": "Not Found"})
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_server_address_is_taken_as_vllms_docs_write_it_and_a_wrong_one_is_named():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OnlyModels)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for given in (base, base + "/", base + "/v1", base + "/v1/", f" {base}/v1 "):
+            client = ServerClient(given, tries=1)
+            assert client.url == base and client.info().model == "carbon-demo", given
+        with pytest.raises(ServerError, match=rf"^{base}/openai is not an inference server's address: it answered "
+                                              r"HTTP 404 to /v1/models \(give the server's base URL"):
+            ServerClient(base + "/openai", tries=1).info()
+    finally:
+        server.shutdown()

@@ -72,7 +72,7 @@ class AppConfig:
         configured = list(configured_models())  # by the names clients see: never a server path
         if not configured:
             configured = [default_model_name()] if bundled_models() else []
-        out = Path(os.environ.get("CARBON_OUTPUT_DIR", tempfile.mkdtemp(prefix="carbon-studio-")))
+        out = Path(os.environ.get("CARBON_OUTPUT_DIR") or tempfile.mkdtemp(prefix="carbon-studio-"))
         out.mkdir(parents=True, exist_ok=True)
         genomes = configured_references() or {DEMO_GENOME: ASSETS / "examples" / "hbb.fa"}
         max_alts = whole_number(os.environ.get("CARBON_VCF_MAX_ALTS", "5000"), "CARBON_VCF_MAX_ALTS", 1)

@@ -41,7 +41,8 @@ class ServerClient:
     def __init__(self, url: str, api_key: str | None = None, timeout_s: float | None = None, tries: int = 4):
         import httpx
 
-        self.url = url.rstrip("/")
+        # the OpenAI-style base URL vLLM's docs write (http://host:8000/v1) names the same server as its host
+        self.url = re.sub(r"/v1$", "", url.strip().rstrip("/"))
         if not re.match(r"^https?://[^/\s]+", self.url):
             raise ServerError(f"the server '{url[:80]}' is not an http:// or https:// address")
         key = api_key if api_key is not None else os.environ.get("CARBON_SERVER_API_KEY")
@@ -72,6 +73,10 @@ class ServerClient:
                 if response.status_code in (401, 403):
                     raise ServerError(f"the server {self.url} refused the API key (HTTP {response.status_code}): "
                                       "set CARBON_SERVER_API_KEY to the key it expects")
+                if response.status_code == 404 and path == "/v1/models":
+                    raise ServerError(f"{self.url} is not an inference server's address: it answered HTTP 404 to "
+                                      "/v1/models (give the server's base URL, e.g. http://127.0.0.1:8000 or "
+                                      "http://127.0.0.1:8000/v1)")
                 if response.status_code not in RETRIED or attempt == self.tries:
                     raise ServerError(f"the server {self.url} answered HTTP {response.status_code} to {path}: "
                                       f"{_message(response)}")
