@@ -174,4 +174,4 @@ def launch() -> None:
     demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
     stop_on_sigterm(grace)
     demo.launch(css=CSS, server_name=host, server_port=port, max_file_size=f"{5}mb",
-                allowed_paths=[str(ASSETS / "examples")], auth=auth)
+                allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)], auth=auth)
