@@ -202,3 +202,47 @@ def test_docker_stop_during_a_vcf_job_leaves_a_valid_indexed_partial_vcf_then_it
     again = Client(deployed.url, verbose=False).predict(HUB_MODEL, "none", "none", "ACGTAC", None, 12, "", "bp", 0.9,
                                                          0, 1.0, "3", 1, False, api_name="/generate")
     assert len(again[-1]["sequences"][0]) == 12 and len(deployed.hub.requests) == asked
+
+
+VLLM_IMAGE = os.environ.get("CARBON_TEST_VLLM_IMAGE", "carbon-vllm-cpu:local")
+
+
+def test_the_compose_file_brings_the_app_up_beside_vllm_and_down_leaves_nothing(image, demo, tmp_path):
+    """deploy/compose.yaml with its CPU file, as a host without a GPU brings it up, on the images CI built (the
+    test's own file serves the bundled model and checks health every 2 s)."""
+    from gradio_client import Client
+
+    from carbon_app.core.dna import read_fasta
+    from carbon_app.inference.score import score_variant
+
+    if shutil.which("docker-compose") is None:
+        pytest.skip("Debian's docker-compose is not installed (.ci/run installs it)")
+    if docker("image", "inspect", VLLM_IMAGE, check=False).returncode != 0:
+        if os.environ.get("CARBON_TEST_VLLM_IMAGE"):
+            pytest.fail(f"the image {VLLM_IMAGE} was not built")
+        pytest.skip(f"no image {VLLM_IMAGE}: deploy/docker/build-local.sh TAG VLLM_TAG builds it")
+    project, port = f"carbontest{os.getpid()}", _free_port()
+    compose = ["docker-compose", "-p", project, "-f", str(REPO / "deploy" / "compose.yaml"),
+               "-f", str(REPO / "deploy" / "compose.cpu.yaml"), "-f", str(REPO / "tests" / "compose.test.yaml")]
+    env = {**os.environ, "CARBON_IMAGE": image, "VLLM_IMAGE": VLLM_IMAGE, "CARBON_PORT": f"127.0.0.1:{port}"}
+    try:
+        began = time.monotonic()
+        up = subprocess.run([*compose, "up", "-d"], env=env, capture_output=True, text=True, timeout=WAIT_S)
+        assert up.returncode == 0, up.stderr[-3000:] + docker("logs", f"{project}_vllm_1", check=False).stderr[-3000:]
+        _wait_healthy(f"{project}_app_1")
+        up_s = time.monotonic() - began
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        assert client.predict(api_name="/models")[2]["server"] == {
+            "url": "http://vllm:8000/v1", "model": "carbon-demo", "context_tokens": 256, "answers": True}
+        hbb = read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
+        there = client.predict("carbon-demo", "none", "none", hbb, None, "1206:A>T", "", 300, False, "marginal",
+                               "none", "", 0, api_name="/score_variant")[-1]["delta"]
+        here = score_variant(demo, hbb, "1206:A>T", window=300, strand_average=False, method="marginal").delta
+        assert there == pytest.approx(here, abs=1e-4) and up_s < WAIT_S
+    finally:
+        down = subprocess.run([*compose, "down", "-v"], env=env, capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr[-2000:]
+    label = f"label=com.docker.compose.project={project}"
+    assert docker("ps", "-aq", "--filter", label).stdout.strip() == ""
+    assert docker("volume", "ls", "-q", "--filter", label).stdout.strip() == ""
+    assert docker("network", "ls", "-q", "--filter", label).stdout.strip() == ""

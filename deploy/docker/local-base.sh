@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A base image for the Dockerfile made on a machine that reaches no image registry, only Debian's and the
+# A base image for the Dockerfiles made on a machine that reaches no image registry, only Debian's and the
 # Python package index: Debian 12 (debootstrap) with Debian's Python 3.11, laid out as the python:3.11 images
-# are (python and pip on the PATH, pip free to install), and this machine's CA bundle, so pip inside the
-# image trusts what pip outside it trusts.
+# are (python and pip on the PATH, pip free to install, the C headers that compiled kernels include), and this
+# machine's CA bundle, so pip inside the image trusts what pip outside it trusts.
 #   deploy/docker/local-base.sh [TAG]        (default carbon-base:bookworm; needs root, debootstrap, docker)
 #   docker build --build-arg BASE_IMAGE=carbon-base:bookworm ...
 # It is made once: an image of that tag already present is kept.
@@ -15,7 +15,7 @@ fi
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 root=$(mktemp -d /tmp/carbon-base.XXXXXX)
 trap 'rm -rf "$root"' EXIT
-debootstrap --variant=minbase --include=python3.11,python3-pip,python3-venv,ca-certificates \
+debootstrap --variant=minbase --include=python3.11,python3.11-dev,python3-pip,python3-venv,ca-certificates \
   bookworm "$root" "$mirror" >"$root.log" 2>&1 || { tail -20 "$root.log"; exit 1; }
 rm -f "$root.log"
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
