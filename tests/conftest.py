@@ -130,8 +130,8 @@ def launch_app(out_dir: Path, **env_extra):
     from carbon_app.tools.soak import start_app
 
     try:
-        return start_app(out_dir / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=str(out_dir), HF_HUB_OFFLINE="1",
-                         MALLOC_ARENA_MAX="2", **env_extra)
+        return start_app(out_dir / "app.log", **{"CARBON_MODEL": "", "CARBON_OUTPUT_DIR": str(out_dir),
+                                                 "HF_HUB_OFFLINE": "1", "MALLOC_ARENA_MAX": "2", **env_extra})
     except RuntimeError as exc:
         pytest.fail(str(exc))
 

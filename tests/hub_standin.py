@@ -19,10 +19,13 @@ def _blob_id(data: bytes) -> str:
 
 
 class HubStandIn:
-    """Serves `repos` ({repo id: (commit, directory)}) on 127.0.0.1; `requests` holds (method, path) of each."""
+    """Serves `repos` ({repo id: (commit, directory)}, the commit its main branch is at) on 127.0.0.1, and the
+    `older` commits ({repo id: (commit, directory)}) by their ids; `requests` holds (method, path) of each."""
 
-    def __init__(self, repos: dict[str, tuple[str, Path]], host: str = "127.0.0.1"):
+    def __init__(self, repos: dict[str, tuple[str, Path]], host: str = "127.0.0.1",
+                 older: dict[str, tuple[str, Path]] | None = None):
         self.repos = {repo: (commit, Path(folder)) for repo, (commit, folder) in repos.items()}
+        self.older = {repo: (commit, Path(folder)) for repo, (commit, folder) in (older or {}).items()}
         self.requests: list[tuple[str, str]] = []
         stand_in = self
 
@@ -65,6 +68,8 @@ class HubStandIn:
                                   (f"/api/models/{repo}/tree/", self._tree), (f"/{repo}/resolve/", self._file)):
                 if path.startswith(prefix):
                     revision, _, rest = path[len(prefix):].partition("/")
+                    if repo in self.older and revision == self.older[repo][0]:
+                        return route(handler, repo, *self.older[repo], rest, body)
                     if revision not in ("main", commit):
                         return self._send(handler, 404, b'{"error": "Revision Not Found"}', body,
                                           {"X-Error-Code": "RevisionNotFound", "Content-Type": "application/json"})

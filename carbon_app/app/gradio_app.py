@@ -22,6 +22,7 @@ from ..core import stopping
 from ..core.validate import whole_number
 from ..errors import CarbonError, InputError
 from ..model.manager import ModelManager
+from . import formatting as fmt
 from . import model_thread
 from .service import AppConfig, Service
 from .tabs.common import FREE, Page, fail
@@ -61,6 +62,8 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     with gr.Blocks(title="Carbon Studio", delete_cache=(min(3600, age), age)) as demo:
         gr.Markdown("# Carbon Studio\nDesign DNA and score variants with the Carbon DNA language models "
                     "(6-mer tokens, base-level inference).")
+        if service.config.notice:
+            gr.Markdown(f"⚠️ {fmt.plain(service.config.notice)}", elem_id="carbon-notice")
         with gr.Row():
             # choice fields take any value and the service or engine names a wrong one: a widget's own
             # check ("Value: x is not in the list of choices") would log a traceback and name no field
@@ -161,6 +164,7 @@ def launch() -> None:
     manager = ModelManager()
     config = AppConfig.from_env()
     service = Service(manager, config)
+    service.fetch_models()  # downloads happen now or never: no request makes one
     if config.server:  # named at start when it cannot be reached or serves another model; kept connected
         for name in config.models:
             service.model(name)

@@ -23,7 +23,7 @@ from ..core.coding import CodingSequence, Consequence
 from ..core.dna import FastaRecord, clean_sequence, is_record_text, read_fasta
 from ..core.tags import DEFAULT_SCHEME, SCHEMES, load_tag_scheme
 from ..core.validate import whole_number
-from ..errors import CarbonError, InputError
+from ..errors import CarbonError, InputError, ModelError
 from ..genome.reference import Reference, configured_references, read_renaming, uploaded_reference
 from ..genome.scoring import GenomicScore, describe_at_stages
 from ..genome.vcf import UploadLimits, VcfSummary, count_alts, score_vcf
@@ -35,7 +35,15 @@ from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.card import CARBON_EVALUATION, measured_quality, measured_setup
-from ..model.hub import bundled_models, configured_models, default_model_name, model_role, resolve_model_dir
+from ..model.hub import (
+    bundled_default,
+    bundled_models,
+    configured_models,
+    default_model_name,
+    model_role,
+    resolve_model_dir,
+    space_models,
+)
 from ..model.manager import ModelManager, out_of_memory_as_error
 from ..serving.client import ServerClient
 from ..serving.served import OWN_DRAFTS, ServedModel, connect, in_process_only
@@ -66,12 +74,15 @@ class AppConfig:
     retention: Retention = field(default_factory=Retention)  # how long result files are kept
     server: str | None = None  # an inference server (CARBON_SERVER) that runs the models' forward passes
     server_concurrency: int = 16  # with a server: requests of all users sent to it at once (the rest queue)
+    released: bool = False  # the models are a Space's released defaults (`hub.space_models`), nobody's choice
+    notice: str = ""  # what the page and the log say of how the server's models came to be (a fall-back)
 
     @classmethod
     def from_env(cls) -> AppConfig:
         configured = list(configured_models())  # by the names clients see: never a server path
+        released = space_models()
         if not configured:
-            configured = [default_model_name()] if bundled_models() else []
+            configured = released or ([default_model_name()] if bundled_models() else [])
         out = Path(os.environ.get("CARBON_OUTPUT_DIR") or tempfile.mkdtemp(prefix="carbon-studio-"))
         out.mkdir(parents=True, exist_ok=True)
         genomes = configured_references() or {DEMO_GENOME: ASSETS / "examples" / "hbb.fa"}
@@ -81,7 +92,8 @@ class AppConfig:
         at_once = whole_number(os.environ.get("CARBON_SERVER_CONCURRENCY", "16"), "CARBON_SERVER_CONCURRENCY", 1, 256)
         return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts, max_job_reads=reads,
                    upload_limits=UploadLimits(expanded_bytes=expanded * 2**20), retention=Retention.from_env(),
-                   server=os.environ.get("CARBON_SERVER", "").strip() or None, server_concurrency=at_once)
+                   server=os.environ.get("CARBON_SERVER", "").strip() or None, server_concurrency=at_once,
+                   released=bool(released))
 
 
 class Service:
@@ -153,6 +165,26 @@ class Service:
             if name not in self._connected:
                 self._connected[name] = connect(self.config.server, name)
             return self._connected[name]
+
+    def fetch_models(self) -> None:
+        """Every served model's files (drafts too) fetched now, at start: a hub model is downloaded here, never
+        because of a request. A Space serving its released defaults whose hub cannot be reached serves the
+        bundled demo model instead, and says so (`AppConfig.notice`, in the page and the log)."""
+        try:
+            for name in self.served_models():
+                self.model_dir(name)
+        except ModelError as exc:
+            if not self.config.released:
+                raise
+            demo = bundled_default()
+            self.config.notice = (f"The released model {', '.join(self.config.models)} could not be fetched from "
+                                  f"the hub ({exc}). This Space serves the bundled demo model {demo} instead: a "
+                                  "3 MB model for trying the page, not for research results.")
+            log.warning("%s", self.config.notice)
+            self.config.models, self.config.released = [demo], False
+            self._drafts = None
+            with self._dirs_lock:
+                self._dirs.clear()
 
     def server_status(self) -> dict | None:
         """The configured server, its model and whether it answers now (None without a server)."""

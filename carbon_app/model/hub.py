@@ -24,9 +24,9 @@ from ..errors import ModelError
 
 ASSETS_MODELS = ASSETS / "models"
 
-#: Released checkpoints and the draft each pairs with for speculative decoding.
-#: Revisions are "main" until a deployment pins a commit with `id@<commit>` or
-#: CARBON_MODEL; the hub cannot be reached to look the commits up from here.
+#: Released checkpoints, the revision each is fetched at and the draft each pairs with for speculative decoding.
+#: A revision is the one place a release is pinned (a commit id); "main" follows the hub. `id@<commit>` in
+#: CARBON_MODEL(S) pins a deployment of its own.
 HUB_MODELS = {
     "HuggingFaceBio/Carbon-500M": {"revision": "main", "draft": None},
     "HuggingFaceBio/Carbon-3B": {"revision": "main", "draft": "HuggingFaceBio/Carbon-500M"},
@@ -34,6 +34,28 @@ HUB_MODELS = {
 }
 _CODEC_FILES = ["*.json", "merges.txt", "vocab.json", "*.model", "*.md"]  # config, codec, tags, card
 _HUB_FILES = [*_CODEC_FILES, "*.safetensors"]
+
+
+#: What a Hugging Face Space made from this repository serves when its owner configures nothing: the model its
+#: hardware runs (Carbon-3B with Carbon-500M drafting needs a GPU; Carbon-500M alone runs on a Space's CPU).
+SPACE_MODELS = {"gpu": "HuggingFaceBio/Carbon-3B", "cpu": "HuggingFaceBio/Carbon-500M"}
+
+
+def space_models() -> list[str]:
+    """On a Hugging Face Space (SPACE_ID set) where neither CARBON_MODEL nor CARBON_MODELS is set: the released
+    model its hardware runs (`SPACE_MODELS`; a ZeroGPU Space, SPACES_ZERO_GPU, has a GPU for each request);
+    elsewhere none."""
+    if not os.environ.get("SPACE_ID") or configured_models():
+        return []
+    import torch
+
+    return [SPACE_MODELS["gpu" if on_zero_gpu() or torch.cuda.is_available() else "cpu"]]
+
+
+def on_zero_gpu() -> bool:
+    """Whether this is a ZeroGPU Space (SPACES_ZERO_GPU, as the `spaces` package reads it): a GPU is lent to
+    each call of a function wrapped in spaces.GPU."""
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in {"1", "t", "true"}
 
 
 def bundled_models() -> list[str]:
@@ -95,6 +117,11 @@ def default_model_name() -> str:
     configured = os.environ.get("CARBON_MODEL", "").strip()
     if configured:
         return _named(configured)[0]
+    return bundled_default()
+
+
+def bundled_default() -> str:
+    """The bundled demo target (the model that works offline, with no configuration)."""
     for name in bundled_models():
         if model_role(ASSETS_MODELS / name).get("role") == "target":
             return name

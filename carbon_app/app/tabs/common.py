@@ -12,6 +12,7 @@ import gradio as gr
 
 from ...assets import ASSETS
 from ...errors import InputError
+from ...model.hub import on_zero_gpu
 from .. import formatting as fmt
 from ..model_thread import on_model_thread, stops_when_dropped
 from ..service import MAX_PASTE_CHARS, Service
@@ -19,15 +20,16 @@ from ..service import MAX_PASTE_CHARS, Service
 FREE = dict(allow_custom_value=True)  # the value goes to the service or engine, which names a wrong one
 SCORING = [(words, method) for method, words in fmt.METHOD_WORDS.items()]  # the scoring dropdowns' choices
 
-try:  # on a Hugging Face ZeroGPU Space, GPU work must run inside spaces.GPU
-    import spaces
+def _on_gpu(fn):
+    # A ZeroGPU Space lends a GPU per call of a function wrapped in spaces.GPU (a plain or generator function).
+    # Every Space has the `spaces` package, and outside ZeroGPU its wrapper is the function itself: there the
+    # handlers stop when their request is dropped, as anywhere else.
+    if on_zero_gpu():
+        import spaces
 
-    def _on_gpu(fn):
         return spaces.GPU(on_model_thread(fn))
-except ImportError:
-    def _on_gpu(fn):
-        # a cancelled or abandoned job stops at its next checkpoint; a heartbeat updates nothing
-        return stops_when_dropped(on_model_thread(fn), heartbeat=gr.skip())
+    # a cancelled or abandoned job stops at its next checkpoint; a heartbeat updates nothing
+    return stops_when_dropped(on_model_thread(fn), heartbeat=gr.skip())
 
 
 def on_gpu(fn):

@@ -46,7 +46,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
             "configured": models, "loaded": loaded, "requests_running": service.running,
             "requests_stopped_early": service.stopped,
             "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes(),
-            "server": service.server_status()}
+            "server": service.server_status(), "notice": service.config.notice}
 
     def model_card(name):
         try:
