@@ -222,14 +222,17 @@ def test_a_delta_within_a_radius_sums_the_aligned_track_that_near_the_variant(co
         assert near.delta_radius == delta_radius and near.delta == pytest.approx(by_hand, abs=1e-6)
         assert near.frame_deltas != whole.frame_deltas
         assert passes.delta(method, delta_radius) == pytest.approx(near.delta, abs=1e-9)
-    # an indel's radius is counted from both ends of its REF allele
+    # an indel's radius is counted from the bases it touches: GCC deleted from TGCCGT (30-35) is CCG deleted,
+    # so it touches 31-34 wherever it is written, and the delta is the mean over both placements
     deletion = score_variant(compact, SEQ, f"30:{SEQ[29:33]}>{SEQ[29]}", window=60, method=method, delta_radius=2)
-    kept = [p for p, r, a in zip(deletion.aligned_ref_pos, deletion.aligned_ref_logprobs,
-                                 deletion.aligned_alt_logprobs, strict=True) if r is not None and a is not None]
-    by_hand = sum(a - r for p, r, a in zip(deletion.aligned_ref_pos, deletion.aligned_ref_logprobs,
-                                           deletion.aligned_alt_logprobs, strict=True)
-                  if r is not None and a is not None and 28 <= p <= 35)
-    assert 28 in kept and 35 in kept and deletion.delta == pytest.approx(by_hand, abs=1e-6)
+    assert (deletion.touched_start, deletion.touched_end) == (31, 34)
+    ref, alt, first = deletion.ref_logprobs, deletion.alt_logprobs, deletion.window_start
+
+    def paired(deleted: range) -> float:  # the columns within 29-36 both alleles have, with `deleted` gone
+        return sum(alt[p - first - (len(deleted) if p > deleted.stop - 1 else 0)] - ref[p - first]
+                   for p in range(29, 37) if p not in deleted)
+
+    assert deletion.delta == pytest.approx((paired(range(31, 34)) + paired(range(32, 35))) / 2, abs=1e-6)
     with pytest.raises(InputError, match="radius"):
         score_variant(compact, SEQ, variant, window=60, delta_radius=-1)
 

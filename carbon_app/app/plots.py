@@ -68,7 +68,7 @@ def variant_figure(score) -> go.Figure:
     radius = score.delta_radius
     if radius is not None:  # the bases the delta sums
         for row in (1, 2):
-            fig.add_vrect(x0=site - radius - 0.5, x1=site + len(score.variant.ref) - 1 + radius + 0.5,
+            fig.add_vrect(x0=score.touched_start - radius - 0.5, x1=score.touched_end + radius + 0.5,
                           fillcolor="#f2c14e", opacity=0.18, line_width=0, row=row, col=1)
     for row in (1, 2):
         fig.add_vline(x=site, line_dash="dot", line_color="#444", line_width=1, row=row, col=1)

@@ -58,8 +58,11 @@ class GenomicScore:
     def placed(self) -> VariantScore:
         """The engine's result with its positions on the contig (1-based), as plots and tables show it."""
         s = self.score
-        return replace(s, variant=Variant(self.variant.pos, s.variant.ref, s.variant.alt, self.variant.hgvs),
+        given = self.variant.hgvs or str(self.variant)
+        return replace(s, variant=Variant(self.offset + s.variant.pos, s.variant.ref, s.variant.alt,
+                                          self.variant.hgvs, given if s.variant.given else ""),
                        window_start=self.window_start, window_end=self.window_end,
+                       touched_start=self.offset + s.touched_start, touched_end=self.offset + s.touched_end,
                        aligned_ref_pos=[None if p is None else p + self.offset for p in s.aligned_ref_pos])
 
     def to_dict(self) -> dict:
@@ -181,8 +184,9 @@ def _score_on_server(bundle, reference: Reference, variants: list[GenomicVariant
             passes = variant_passes(bundle, cut.bases, cut.local(var), spec, delta_only=True)
             outcome = Outcome(delta=passes.delta(spec.method, spec.delta_radius), notes=cut.notes,
                               window=(cut.start + passes.start + 1, cut.start + passes.end))
-            if radius and len(var.ref) == len(var.alt):  # an indel is not ranked among substitutions
-                ranked = score_context(bundle, cut.bases, passes.variant.pos, len(var.ref), var.alt, outcome.delta,
+            scored = passes.variant  # its normal form
+            if radius and len(scored.ref) == len(scored.alt):  # an indel is not ranked among substitutions
+                ranked = score_context(bundle, cut.bases, scored.pos, len(scored.ref), scored.alt, outcome.delta,
                                        radius, spec=spec)
                 outcome.context = replace(ranked, start=cut.start + ranked.start, end=cut.start + ranked.end)
         except VariantProblem as exc:

@@ -27,6 +27,16 @@ the columns both alleles have (the flanks, and substituted bases); the indel's
 own terms are reported beside it (`inserted_ll`, `deleted_ll`,
 `delta_whole_window`). For substitutions the two are the same number.
 
+Which bases of a repeat are an indel's own is a matter of how it was written
+(one T deleted from a run of nine can be written at nine places), so every
+variant is first put in one normal form (`Variant.normalized`: trimmed and
+left-aligned, as `bcftools norm` writes it), its windows are centred on the
+whole stretch it can slide along and its radius counted from that stretch
+(`Variant.span`), and the delta is the mean over every placement's alignment
+of the columns (`VariantPasses.alignments`): each placement pairs the run's
+other bases differently, and none is the true one. Every writing of one change,
+on either strand, gets one delta.
+
 A third, chosen per model: the delta summed within a radius of the variant
 (`delta_radius`, in bases either side of the REF allele; both strands read, so a
 strand-averaged score counts the bases downstream on each). Over a whole
@@ -48,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..core.align import shared_ends
+from ..core.align import normalized, placed_columns, placements, slide_span
 from ..core.coding import CodingSequence
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
 from ..core.hgvs import hgvs_change, hgvs_parts
@@ -214,6 +224,7 @@ class Variant:
     ref: str
     alt: str
     hgvs: str = field(default="", compare=False)  # the HGVS name it was given by ('' for POS:REF>ALT)
+    given: str = field(default="", compare=False)  # how it was written where that is not this form ('': this)
 
     def __post_init__(self) -> None:
         if self.pos < 1:
@@ -253,24 +264,22 @@ class Variant:
 
     @property
     def label(self) -> str:
-        """How to show it: as given, with the change it names where it was given as an HGVS name."""
-        return f"{self.hgvs} ({self})" if self.hgvs else str(self)
+        """How to show it: as given, with its normal form (`normalized`) where that is written otherwise."""
+        written = self.given or self.hgvs
+        return f"{written} ({self})" if written and written != str(self) else str(self)
 
-    def alignment(self) -> list[tuple[int | None, int | None]]:
-        """Column pairs (offset in REF, offset in ALT) aligning the two alleles.
+    def normalized(self, sequence) -> Variant:
+        """Its one form on `sequence` (`core.align.normalized`: trimmed, an indel left-aligned along its repeat
+        and anchored, as `bcftools norm` writes it), remembering how it was written: every equivalent writing of
+        one change is scored as this one."""
+        pos0, ref, alt = normalized(sequence, self.pos - 1, self.ref, self.alt)
+        if (pos0 + 1, ref, alt) == (self.pos, self.ref, self.alt):
+            return self
+        return Variant(pos0 + 1, ref, alt, self.hgvs, self.given or self.hgvs or str(self))
 
-        Shared leading and trailing bases pair up; of the rest, as many as
-        possible pair as substitutions and the remainder are gaps (None).
-        """
-        lr, la = len(self.ref), len(self.alt)
-        head, tail = shared_ends(self.ref, self.alt)
-        core_ref, core_alt = lr - head - tail, la - head - tail
-        pairs = [(i, i) for i in range(head)]
-        pairs += [(head + i, head + i) for i in range(min(core_ref, core_alt))]
-        pairs += [(head + i, None) for i in range(core_alt, core_ref)]
-        pairs += [(None, head + i) for i in range(core_ref, core_alt)]
-        pairs += [(lr - tail + i, la - tail + i) for i in range(tail)]
-        return pairs
+    def span(self, sequence) -> tuple[int, int]:
+        """0-based, half-open: the bases it touches wherever along its repeat it is placed (`slide_span`)."""
+        return slide_span(sequence, self.pos - 1, self.ref, self.alt)
 
 
 @dataclass
@@ -305,6 +314,8 @@ class VariantScore:
     prompt_text_alt: str = ""
     prompt_ids_alt: list[int] = field(default_factory=list)
     spec: ScoringSpec | None = None  # the setup it was scored with, as used
+    touched_start: int = 0  # 1-based, inclusive: the bases the change touches along its repeat (`Variant.span`)
+    touched_end: int = 0
 
     @property
     def aligned_delta(self) -> list[float | None]:
@@ -332,7 +343,8 @@ class VariantScore:
         from dataclasses import asdict
 
         data = asdict(self)
-        data["variant"] = str(self.variant)  # POS:REF>ALT
+        data["variant"] = str(self.variant)  # POS:REF>ALT, normalised (`Variant.normalized`)
+        data["given"] = self.variant.given or str(self.variant)  # as it was written
         data["hgvs"] = self.variant.hgvs  # the HGVS name it was given as, '' if none
         data["aligned_delta"] = self.aligned_delta
         data["frame_spread"] = self.frame_spread
@@ -397,9 +409,13 @@ class VariantPasses:
     size: int  # bases in each frame's reference window
     ref_span: str
     alt_span: str
-    columns: list[tuple[int | None, int | None]]  # (span index in REF, in ALT) of each aligned column
+    columns: list[tuple[int | None, int | None]]  # (span index in REF, in ALT) of each aligned column, as shown
+    # the columns of every placement of an indel along its repeat, 5' to 3' (`columns` is the first): the
+    # alleles line up as well at each, so the delta is their mean
+    alignments: list[list[tuple[int | None, int | None]]]
     scored: list  # per window: ({method: per-base log-probs}, marginals, prompt ids), forward strand first
     windows: list[str]
+    touched: tuple[int, int]  # span indices (half-open) of the bases the change touches along its repeat
 
     @property
     def offset(self) -> int:
@@ -415,18 +431,22 @@ class VariantPasses:
 
     def frame_deltas(self, method: str, within: int | None) -> list[float]:
         """Each frame's delta over the columns both alleles have (flanks and substituted bases) within `within`
-        bases of the REF allele (None: the whole window): an indel's own bases would otherwise add or remove
-        whole per-base terms and swamp it."""
-        paired = torch.tensor([(r, a) for r, a in self.columns if r is not None and a is not None])
-        lo, hi = self.offset, self.offset + len(self.variant.ref)
-        deltas = []
-        for f, ref_f, alt_f in zip(self.starts, *self.tracks(method), strict=True):
-            keep = (paired[:, 0] >= f) & (paired[:, 0] < f + self.size)
-            if within is not None:
-                keep &= (paired[:, 0] >= lo - within) & (paired[:, 0] < hi + within)
-            inside = paired[keep]
-            deltas.append(float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum()))
-        return deltas
+        bases of the bases the change touches (`touched`: an indel's along its whole repeat; None: the whole
+        window), the mean over the indel's placements (`alignments`): an indel's own bases would otherwise add
+        or remove whole per-base terms and swamp it, and which bases of a repeat count as its own is a matter
+        of how it was written, not of what it does."""
+        lo, hi = self.touched
+        tracks = list(zip(self.starts, *self.tracks(method), strict=True))
+        deltas = np.zeros(len(tracks))
+        for columns in self.alignments:
+            paired = torch.tensor([(r, a) for r, a in columns if r is not None and a is not None])
+            for i, (f, ref_f, alt_f) in enumerate(tracks):
+                keep = (paired[:, 0] >= f) & (paired[:, 0] < f + self.size)
+                if within is not None:
+                    keep &= (paired[:, 0] >= lo - within) & (paired[:, 0] < hi + within)
+                inside = paired[keep]
+                deltas[i] += float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum())
+        return list(deltas / len(self.alignments))
 
     def delta(self, method: str, within: int | None) -> float:
         """The delta read with `method` within `within` bases: the mean over the frames."""
@@ -444,7 +464,7 @@ def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, s
         check_method(method)
     seq = clean_sequence(sequence, what="reference sequence")
     var = variant if isinstance(variant, Variant) else Variant.parse(variant, seq)
-    pos0, lr, la = var.pos - 1, len(var.ref), len(var.alt)
+    pos0, lr = var.pos - 1, len(var.ref)
     if pos0 + lr > len(seq):
         where = f"position {var.pos}" if lr == 1 else f"positions {var.pos}-{var.pos + lr - 1}"
         raise InputError(f"variant {var} needs {where}, beyond the {len(seq):,}-base sequence")
@@ -454,6 +474,11 @@ def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, s
         raise InputError(
             f"the reference has '{present}' at {where}, not '{var.ref}' as variant {var} says"
         )
+    # one form for every writing of the change, placed by the whole stretch it can slide along: the windows are
+    # centred on that stretch and the delta sums the bases within the radius of it, wherever it was written
+    var = var.normalized(seq)
+    pos0, lr, la = var.pos - 1, len(var.ref), len(var.alt)
+    span_lo, span_hi = var.span(seq)
     # the spec's window is what the context holds beside a substitution; an insertion's longer alternate
     # window takes its extra bases from it
     room = context_room_bases(bundle, spec.prefix)
@@ -461,9 +486,11 @@ def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, s
         raise InputError(f"the {la:,}-base alternate allele does not fit the model's context ({room:,} bases "
                          "with the reference allele): score a shorter insertion")
     window = min(spec.window, room - max(la - lr, 0))
-    if window < lr:
-        raise InputError(f"the {lr}-base reference allele does not fit the model's {window:,}-base window")
-    start, end, starts, size = frame_windows(len(seq), pos0, lr, window, spec.frames)
+    if window < span_hi - span_lo:
+        what = (f"{lr}-base reference allele" if span_hi - span_lo == lr else
+                f"{span_hi - span_lo}-base repeat the change can slide along")
+        raise InputError(f"the {what} does not fit the model's {window:,}-base window")
+    start, end, starts, size = frame_windows(len(seq), span_lo, span_hi - span_lo, window, spec.frames)
     ref_span = seq[start:end]
     offset = pos0 - start
     alt_span = ref_span[:offset] + var.alt + ref_span[offset + lr :]
@@ -471,20 +498,20 @@ def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, s
     windows = [w for f in starts for w in (ref_span[f : f + size], alt_span[f : f + alt_size])]
     wanted = None
     if delta_only and spec.delta_radius is not None:  # the bases `frame_deltas` sums, in each window
-        near = spec.delta_radius
-        wanted = [range(max(0, offset - near - f), min(width, offset + allele + near - f))
-                  for f in starts for width, allele in ((size, lr), (alt_size, la))]
+        near, lo, hi = spec.delta_radius, span_lo - start, span_hi - start
+        wanted = [range(max(0, lo - near - f), min(width, hi + near + longer - f))
+                  for f in starts for width, longer in ((size, 0), (alt_size, la - lr))]
     if spec.strand_average:
         forward = windows
         windows = forward + [reverse_complement(w) for w in forward]
         if wanted is not None:  # the same bases, read from the other end
             wanted += [range(len(w) - bases.stop, len(w) - bases.start)
                        for w, bases in zip(forward, wanted, strict=True)]
-    columns = [(i, i) for i in range(offset)]
-    columns += [(None if r is None else offset + r, None if a is None else offset + a) for r, a in var.alignment()]
-    columns += [(offset + lr + i, offset + la + i) for i in range(len(ref_span) - offset - lr)]
-    return VariantPasses(var, spec, start, end, starts, size, ref_span, alt_span, columns,
-                         _score_batch(bundle, windows, spec.prefix, methods, wanted), windows)
+    alignments = [placed_columns(at - start, removed, added, len(ref_span))
+                  for at, removed, added in placements(seq, pos0, var.ref, var.alt)]
+    return VariantPasses(var, spec, start, end, starts, size, ref_span, alt_span, alignments[0], alignments,
+                         _score_batch(bundle, windows, spec.prefix, methods, wanted), windows,
+                         (span_lo - start, span_hi - start))
 
 
 def score_variant(
@@ -507,12 +534,14 @@ def score_variant(
                         method=method, frames=frames, delta_radius=delta_radius)
     passes = variant_passes(bundle, sequence, variant, spec)
     starts, columns, scored, offset = passes.starts, passes.columns, passes.scored, passes.offset
-    deleted = torch.tensor([r for r, a in columns if a is None], dtype=torch.long)
-    inserted = torch.tensor([a for r, a in columns if r is None], dtype=torch.long)
     ref_tracks, alt_tracks = passes.tracks(spec.method)
     whole = [float(alt_f.sum() - ref_f.sum()) for ref_f, alt_f in zip(ref_tracks, alt_tracks, strict=True)]
-    own = [(float(alt_f[inserted - f].sum()), float(ref_f[deleted - f].sum()))
-           for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True)]
+    own = []  # (inserted, deleted) bases' log-probability, mean over the placements, per frame
+    for f, ref_f, alt_f in zip(starts, ref_tracks, alt_tracks, strict=True):
+        terms = [(float(alt_f[torch.tensor([a for r, a in cols if r is None], dtype=torch.long) - f].sum()),
+                  float(ref_f[torch.tensor([r for r, a in cols if a is None], dtype=torch.long) - f].sum()))
+                 for cols in passes.alignments]
+        own.append(tuple(np.mean(terms, axis=0)))
     frame_deltas = passes.frame_deltas(spec.method, spec.delta_radius)
 
     def mean_track(per_frame: list[torch.Tensor], length: int) -> torch.Tensor:
@@ -558,6 +587,8 @@ def score_variant(
         species_tag=bundle.tags.species_tag(spec.species),
         region_tag=bundle.tags.region_tag(spec.region),
         spec=spec,
+        touched_start=passes.start + passes.touched[0] + 1,
+        touched_end=passes.start + passes.touched[1],
         prompt_text_ref=dna_prompt(spec.prefix, passes.windows[0], bundle.k),
         prompt_ids_ref=forward[0][2],
         prompt_text_alt=dna_prompt(spec.prefix, passes.windows[1], bundle.k),
