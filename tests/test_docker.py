@@ -181,13 +181,12 @@ def test_docker_stop_during_a_vcf_job_leaves_a_valid_indexed_partial_vcf_then_it
     while time.time() < deadline and not client.predict(api_name="/models")[2]["requests_running"]:
         time.sleep(0.1)
     assert time.time() < deadline, "the VCF job did not start"
-    began = time.monotonic()
-    docker("stop", "--time", "30", deployed.name, timeout=60)
-    stop_s = time.monotonic() - began
+    docker("stop", "--time", "60", deployed.name, timeout=90)  # room for the grace (25 s) on a loaded machine
     del job
     logs = docker("logs", deployed.name).stderr
     assert "SIGTERM: closing; 1 running job(s) stop after their current chunk" in logs, logs[-3000:]
-    assert "every job has stopped; the server closes" in logs and stop_s < 30
+    assert "every job has stopped; the server closes" in logs
+    assert docker("inspect", "--format", "{{.State.ExitCode}}", deployed.name).stdout.strip() != "137"  # not killed
     kept = [p for p in deployed.volumes["out"].rglob("in.carbon.vcf.gz")]
     assert len(kept) == 1, logs[-3000:]
     assert partial_line(kept[0]).startswith("##carbon_partial=stopped after record 512 of 1100")

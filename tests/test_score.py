@@ -260,3 +260,11 @@ def test_a_model_measured_within_a_radius_is_read_within_it_everywhere(compact_m
     fasta.write_text(">c\n" + SEQ + "\n")
     at_coordinates = score_batch(bundle, Reference(fasta, "g"), [parse_genomic("c:21:G>A")], window=60)[0]
     assert at_coordinates.delta == pytest.approx(own.delta, abs=1e-4)
+
+
+@pytest.mark.parametrize("variant", ["18:T>A", "57:GA>G", "90:C>CTT"])
+def test_a_scores_record_is_plain_json_as_its_download_writes_it(compact, variant):
+    scored = score_variant(compact, SEQ, variant, window=51, strand_average=True)
+    data = json.loads(json.dumps(scored.to_dict()))
+    assert data["delta"] == pytest.approx(scored.delta) and isinstance(data["clear_effect"], bool)
+    assert data["given"] == variant and data["variant"] == str(scored.variant)

@@ -446,7 +446,7 @@ class VariantPasses:
                     keep &= (paired[:, 0] >= lo - within) & (paired[:, 0] < hi + within)
                 inside = paired[keep]
                 deltas[i] += float(alt_f[inside[:, 1] - f].sum() - ref_f[inside[:, 0] - f].sum())
-        return list(deltas / len(self.alignments))
+        return [float(d) for d in deltas / len(self.alignments)]
 
     def delta(self, method: str, within: int | None) -> float:
         """The delta read with `method` within `within` bases: the mean over the frames."""
