@@ -49,14 +49,15 @@ HBB_CDS = json.loads((ASSETS / "examples" / "hbb.json").read_text())["hbb_cds"]
     ("1287:C>A", "non-coding [c.92+9C>A]"),
     ("1276:C>A", "synonymous p.Gly30= (GGC>GGA) in a splice region [c.90C>A]"),
     ("1205:GA>G", "frameshift p.Glu7fs [c.20del]"),
-    ("1206:AG>A", "frameshift p.Glu8fs [c.21del]"),  # codon 7 stays GAG: HGVS names the first residue changed
-    ("1204:TGA>T", "frameshift p.Glu7fs [c.19_20del]"),  # the VCF anchor, in codon 6, is not part of the change
+    ("1206:AG>A", "frameshift p.Glu8fs [c.22del]"),  # one G of c.21-22: the 3' one; codon 7 stays GAG
+    ("1204:TGA>T", "frameshift p.Glu7fs [c.20_21del]"),  # GA of GAG is AG 3'-shifted; the anchor is not in it
     ("1185:CCA>C", "start-loss p.Met1? [c.-1_1del]"),  # a deletion from the 5' UTR into the start codon
     ("2608:TAAG>T", "stop-loss p.Ter148ext*? [c.443_*1del]"),
     ("1203:CTGA>C", "in-frame deletion p.Glu8del [c.18_20del]"),  # one of two Glu: the 3' one, as HGVS names it
-    ("1206:A>AGGG", "in-frame insertion p.Glu7_Glu8insGly [c.20_21insGGG]"),
+    ("1206:A>AGGG", "in-frame insertion p.Glu7_Glu8insGly [c.22_23insGGG]"),  # after the GG run, 3'-shifted
+    ("1206:A>AG", "frameshift p.Glu8fs [c.22dup]"),  # one more G after the GG run: a duplication
     ("1205:GA>TT", "missense p.Glu7Leu [c.19_20delinsTT]"),
-    ("1277:AGGTT>A", "splice-site [c.92_92+3del]"),  # a deletion across the exon's end
+    ("1277:AGGTT>A", "splice-site [c.92+3_92+6del]"),  # a deletion across the exon's end, 3'-shifted
     ("1186:C>A", "non-coding [c.-1C>A]"),
 ])
 def test_indels_and_splice_sites_are_named_in_hgvs_terms(variant, expected):

@@ -240,12 +240,14 @@ def _coding(args, sequence: str):
     return read_fasta(args.fasta, args.record).coding if args.fasta else None
 
 
-def _print_variant(name: str, report, window: str, notes=()) -> None:
-    s = report.score
+def _print_variant(name: str, report, window: str, notes=(), scored=None, contig: str = "") -> None:
+    """The report's score (`scored`: the same placed on a contig, whose positions it names) as lines of text."""
+    s = scored or report.score
     verdict = ("no clear effect: the 6-mer frames disagree on its sign" if s.direction == "unclear"
                else f"the alternate is {s.direction} likely than the reference under the model")
     print(f"{name}: delta = LL(alt) - LL(ref) = {s.delta:+.4f} ({verdict}); frames {min(s.frame_deltas):+.4f} to "
           f"{max(s.frame_deltas):+.4f}; window {window}")
+    print(f"normal form {contig}{s.variant.pos}:{s.variant.ref}>{s.variant.alt}, HGVS {contig}{s.hgvs_name}")
     print(s.spec.sentence())
     if report.consequence:
         print(f"consequence: {report.consequence}")
@@ -292,7 +294,8 @@ def _score_at(args) -> dict:
     scored, report = describe_at(bundle, reference, args.variant, args.cds, args.context, **_settings(args))
     if not args.json:
         _print_variant(f"{scored.variant.label} on {reference.name}", report,
-                       f"{scored.contig}:{scored.window_start}-{scored.window_end}", scored.notes)
+                       f"{scored.contig}:{scored.window_start}-{scored.window_end}", scored.notes, scored.placed,
+                       f"{scored.contig}:")
     return {**scored.to_dict(), **{k: v for k, v in report.to_dict().items() if k in ("consequence", "context")},
             "model_quality": bundle.card.quality}
 

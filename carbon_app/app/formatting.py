@@ -131,17 +131,26 @@ def ranking_pending(radius) -> str:
     return f"ranking it among every substitution within {int(radius):,} bases…"
 
 
+def variant_forms(scored, contig: str = "") -> str:
+    """The forms of a scored variant a person cross-checks: its normal (VCF) form and its HGVS name."""
+    v = scored.variant
+    return f"normal form {plain(contig)}{v.pos}:{v.ref}>{v.alt}, HGVS {plain(contig)}{plain(scored.hgvs_name)}"
+
+
 def variant_markdown(report, genomic=None, context_note: str = "") -> str:
     """The verdict, then where on the genome, what it does to the protein and how it ranks nearby (or, before
     the ranking is known, `context_note`: that it is under way, or why it stopped)."""
     parts = [verdict(genomic.placed if genomic is not None else report.score)]
     where, offset = "", 0
     if genomic is not None:
+        placed = genomic.placed
         parts.append(f"**{plain(genomic.variant.label)}** on **{genomic.reference}** (positions on "
-                     f"{genomic.contig})." + "".join(f" *Note: {note}.*" for note in genomic.notes))
+                     f"{genomic.contig}): {variant_forms(placed, genomic.contig + ':')}."
+                     + "".join(f" *Note: {note}.*" for note in genomic.notes))
         where, offset = f" of {genomic.contig}", genomic.offset
     else:
-        parts.append(f"**{plain(report.score.variant.label)}**")
+        parts.append(f"**{plain(report.score.variant.given or report.score.variant)}**: "
+                     f"{variant_forms(report.score)}")
     if report.consequence is not None:
         parts.append(f"**Consequence:** {report.consequence}")
     if report.context is not None:

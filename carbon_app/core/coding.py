@@ -13,8 +13,9 @@ as splice-region (Ensembl VEP's definitions). Each is also written in HGVS c.
 notation (`c.20A>T`, `c.92+1G>A`, `c.19_20del`, `c.-5C>T`, `c.*3G>A`), on the
 CDS's strand. Introns and exons outside the CDS (UTRs) are not known from a
 CDS, so positions beyond its ends are counted in plain bases (`c.-N`,
-`c.*N`), and insertions are written `ins` as given (HGVS would shift them 3'
-and call a repeated copy `dup`).
+`c.*N`). An insertion or deletion is named at its 3'-most placement on the
+CDS's strand, and an insertion that copies the bases before it is a `dup`, as
+HGVS, Mutalyzer and VEP write them.
 """
 
 from __future__ import annotations
@@ -224,27 +225,20 @@ class CodingSequence:
     def _strand_bases(self, bases: str) -> str:
         return reverse_complement(bases) if self.strand == -1 else bases
 
-    def hgvs_c(self, pos0: int, ref: str, alt: str) -> str:
-        """A change (`ref` at `pos0` onward becomes `alt`, plus strand, VCF-style anchoring allowed) in HGVS c.
-        notation on the CDS's strand: `c.20A>T`, `c.19_20del`, `c.19_20insT`, `c.19_21delinsAA`."""
-        head, tail = shared_ends(ref, alt)
-        gone, new = ref[head : len(ref) - tail], alt[head : len(alt) - tail]
-        lo = pos0 + head  # first changed base (a deletion's) or, for an insertion, the base after the gap
-        if not gone:  # an insertion between lo - 1 and lo
-            left, right = sorted((lo - 1, lo), key=lambda p: p * self.strand)
-            return f"c.{self.c_position(left)}_{self.c_position(right)}ins{self._strand_bases(new)}"
-        first, last = sorted((lo, lo + len(gone) - 1), key=lambda p: p * self.strand)
-        where = self.c_position(first) if first == last else f"{self.c_position(first)}_{self.c_position(last)}"
-        if len(gone) == 1 and len(new) == 1:
-            return f"c.{where}{self._strand_bases(gone)}>{self._strand_bases(new)}"
-        return f"c.{where}del" + (f"ins{self._strand_bases(new)}" if new else "")
+    def hgvs_c(self, sequence, pos0: int, ref: str, alt: str) -> str:
+        """A change on `sequence` (`ref` at `pos0` onward becomes `alt`, plus strand, VCF-style anchoring allowed)
+        in HGVS c. notation on the CDS's strand, 3'-shifted on that strand: `c.20A>T`, `c.22del`, `c.20dup`,
+        `c.19_20insT`, `c.19_21delinsAA`."""
+        from .hgvs import hgvs_name
+
+        return hgvs_name(sequence, pos0, ref, alt, self.c_position, self.strand, "c.")
 
     def change_consequence(self, sequence: str, pos0: int, ref: str, alt: str) -> Consequence:
         """What any change (`ref` at `pos0`, 0-based, becoming `alt`: a substitution, an indel or several
         bases) does: splice site, frameshift, in-frame, or a substitution's own consequence."""
         if len(ref) == len(alt) == 1:
             return self.consequence(sequence, pos0, alt)
-        hgvs = self.hgvs_c(pos0, ref, alt)
+        hgvs = self.hgvs_c(sequence, pos0, ref, alt)
         head, tail = shared_ends(ref, alt)
         # the bases it removes or replaces (not a VCF anchor); an insertion: its anchor, the base before it
         touched = range(pos0 + head, pos0 + len(ref) - tail) if len(ref) - tail > head else range(pos0, pos0 + 1)
@@ -311,7 +305,7 @@ class CodingSequence:
 
     def consequence(self, sequence: str, pos0: int, alt: str) -> Consequence:
         """What substituting `alt` at `pos0` (0-based, in `sequence`) does to the protein."""
-        hgvs = self.hgvs_c(pos0, sequence[pos0], alt)
+        hgvs = self.hgvs_c(sequence, pos0, sequence[pos0], alt)
         place = self.splice_place(pos0)
         index = self._index.get(pos0)
         if index is None:

@@ -14,15 +14,18 @@ engine scores, with its reference bases checked against the sequence.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from Bio.Seq import reverse_complement
 from mavehgvs import MaveHgvsParseError
 from mavehgvs import Variant as HgvsName
 
 from ..errors import InputError
-from .align import anchored
-from .coding import CodingSequence
+from .align import anchored, five_prime, three_prime
+
+if TYPE_CHECKING:  # coding.py names its changes with `hgvs_name`
+    from .coding import CodingSequence
 
 #: an HGVS name, with the reference sequence it is on where one is written (`NM_000518.5:c.20A>T`)
 HGVS_NAME = re.compile(r"^\s*(?:(?P<on>[^\s:]+):)?(?P<name>[cgnmrop]\.\S*)\s*$")
@@ -97,3 +100,33 @@ def _site(position, coding: CodingSequence | None) -> int:
         return position.position - 1
     return coding.sequence_position(position.position, bool(position.utr and position.position > 0),
                                     position.intronic_position or 0)
+
+
+def hgvs_name(sequence: Sequence, pos0: int, ref: str, alt: str, position: Callable[[int], str] | None = None,
+              strand: int = 1, prefix: str = "g.") -> str:
+    """The HGVS name of the change `ref` at 0-based `pos0` becoming `alt` (VCF anchoring allowed) on `sequence`,
+    as HGVS, Mutalyzer and VEP write it: an insertion or deletion at its 3'-most placement on the `strand` it is
+    named on (a deletion in a run of T's is the run's last T), an insertion that copies the bases before it a
+    `dup`; `position` names a 0-based position (default 1-based on the sequence, `g.`); bases on the minus
+    strand are written reverse-complemented. `g.1844del`, `c.22del`, `c.20dup`, `c.19_20insT`, `c.20A>T`."""
+    name = position or (lambda p: str(p + 1))
+    lo, gone, new = (three_prime if strand == 1 else five_prime)(sequence, pos0, ref, alt)
+
+    def bases(text: str) -> str:
+        return reverse_complement(text) if strand == -1 else text
+
+    def span(first: int, last: int) -> str:  # two 0-based positions, in the strand's reading order
+        first, last = sorted((first, last), key=lambda p: p * strand)
+        return name(first) if first == last else f"{name(first)}_{name(last)}"
+
+    if gone and new:
+        if len(gone) == len(new) == 1:
+            return f"{prefix}{name(lo)}{bases(gone)}>{bases(new)}"
+        return f"{prefix}{span(lo, lo + len(gone) - 1)}delins{bases(new)}"
+    if gone:
+        return f"{prefix}{span(lo, lo + len(gone) - 1)}del"
+    # an insertion between lo - 1 and lo: a copy of the bases just before it (in the strand's reading order)
+    copied = (lo - len(new), lo) if strand == 1 else (lo, lo + len(new))
+    if 0 <= copied[0] and copied[1] <= len(sequence) and sequence[copied[0] : copied[1]] == new:
+        return f"{prefix}{span(copied[0], copied[1] - 1)}dup"
+    return f"{prefix}{span(lo - 1, lo)}ins{bases(new)}"

@@ -61,7 +61,7 @@ import torch
 from ..core.align import normalized, placed_columns, placements, slide_span
 from ..core.coding import CodingSequence
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
-from ..core.hgvs import hgvs_change, hgvs_parts
+from ..core.hgvs import hgvs_change, hgvs_name, hgvs_parts
 from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
@@ -318,6 +318,13 @@ class VariantScore:
     touched_end: int = 0
 
     @property
+    def hgvs_name(self) -> str:
+        """Its HGVS g. name (3'-shifted, a duplication as `dup`: `core.hgvs.hgvs_name`), numbered as its window's
+        positions are (on a genome, the contig's)."""
+        return hgvs_name(self.ref_window, self.variant.pos - self.window_start, self.variant.ref, self.variant.alt,
+                         lambda p: str(self.window_start + p))
+
+    @property
     def aligned_delta(self) -> list[float | None]:
         return [None if r is None or a is None else a - r
                 for r, a in zip(self.aligned_ref_logprobs, self.aligned_alt_logprobs, strict=True)]
@@ -346,6 +353,7 @@ class VariantScore:
         data["variant"] = str(self.variant)  # POS:REF>ALT, normalised (`Variant.normalized`)
         data["given"] = self.variant.given or str(self.variant)  # as it was written
         data["hgvs"] = self.variant.hgvs  # the HGVS name it was given as, '' if none
+        data["hgvs_name"] = self.hgvs_name  # its HGVS g. name, as HGVS writes it
         data["aligned_delta"] = self.aligned_delta
         data["frame_spread"] = self.frame_spread
         data["clear_effect"] = self.clear_effect
