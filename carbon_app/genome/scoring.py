@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..core.align import normalized
 from ..core.coding import CodingSequence
 from ..core.dna import BASES
 from ..core.stopping import checkpoint
@@ -27,7 +28,7 @@ from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from ..serving.client import ServerError
 from ..serving.served import on_server
-from .coordinates import GenomicVariant, VariantProblem, cut_window, parse_genomic
+from .coordinates import GenomeWindow, GenomicVariant, VariantProblem, cut_window, parse_genomic
 from .reference import ContigBases, Reference
 
 
@@ -119,6 +120,7 @@ class Outcome:
     message: str | None = None  # the sentence for a person
     notes: list[str] = field(default_factory=list)
     context: ScoreContext | None = None  # the delta ranked among the substitutions near it, when asked
+    normal: str | None = None  # its normal form on the contig, POS:REF>ALT (`Variant.normalized`)
     window: tuple[int, int] | None = None  # the contig span its windows lie in (1-based, inclusive), as scored
 
 
@@ -143,7 +145,7 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
             outcomes[i] = Outcome(problem=exc.code, message=str(exc))
             _tell(progress, 1)
             continue
-        outcomes[i].notes = cut.notes
+        outcomes[i].notes, outcomes[i].normal = cut.notes, _normal_form(cut, var)
         if len(var.ref) == 1 and len(var.alt) == 1:
             substitutions[cut.contig].append(i)
             continue
@@ -183,7 +185,8 @@ def _score_on_server(bundle, reference: Reference, variants: list[GenomicVariant
             cut = cut_window(reference, var, span, extra=radius)
             passes = variant_passes(bundle, cut.bases, cut.local(var), spec, delta_only=True)
             outcome = Outcome(delta=passes.delta(spec.method, spec.delta_radius), notes=cut.notes,
-                              window=(cut.start + passes.start + 1, cut.start + passes.end))
+                              window=(cut.start + passes.start + 1, cut.start + passes.end),
+                              normal=_normal_form(cut, var))
             scored = passes.variant  # its normal form
             if radius and len(scored.ref) == len(scored.alt):  # an indel is not ranked among substitutions
                 ranked = score_context(bundle, cut.bases, scored.pos, len(scored.ref), scored.alt, outcome.delta,
@@ -198,6 +201,13 @@ def _score_on_server(bundle, reference: Reference, variants: list[GenomicVariant
         return outcome
 
     return bundle.each(one, variants)
+
+
+def _normal_form(cut: GenomeWindow, var: GenomicVariant) -> str:
+    """`var`'s normal form (`core.align.normalized`) as POS:REF>ALT on its contig: the stretch cut around it
+    holds a whole span either side, room for any repeat a window's scoring would read along."""
+    at, ref, alt = normalized(cut.bases, var.pos - 1 - cut.start, var.ref, var.alt)
+    return f"{cut.start + at + 1}:{ref}>{alt}"
 
 
 def _tell(progress, n: int) -> None:

@@ -36,6 +36,7 @@ from .reference import Reference
 from .scoring import Outcome, score_batch
 
 DELTA, PROBLEM, UNSCORED, CONTEXT = "CARBON_DELTA", "CARBON_PROBLEM", "CARBON_UNSCORED", "CARBON_CONTEXT"
+NORMAL = "CARBON_NORMAL"  # each ALT's normal form, POS:REF>ALT as bcftools norm -f writes it (`Variant.normalized`)
 CHUNK = 512  # records scored together: enough to share windows, little enough to keep memory flat
 WRONG_BUILD_SHARE = 0.2  # REF mismatches above this share (and at least 5) suggest the wrong genome build
 _BASES = re.compile(r"^[ACGTNacgtn]+$")
@@ -228,6 +229,8 @@ def _prepare(vcf_in: Path, clean: Path, settings: str, context: int
     added += [
         f'##INFO=<ID={DELTA},Number=A,Type=Float,Description="Carbon delta = LL(alt) - LL(ref), natural log: '
         f'{settings}">',
+        f'##INFO=<ID={NORMAL},Number=A,Type=String,Description="The change scored, in one normal form: trimmed and '
+        'left-aligned as bcftools norm -f writes it, POS:REF>ALT">',
         f'##INFO=<ID={PROBLEM},Number=A,Type=String,Description="Why an ALT has no {DELTA}: unknown_contig, '
         'REF_mismatch, symbolic_allele, not_ACGT, mostly_N or beyond_contig">',
         f'##FILTER=<ID={UNSCORED},Description="No ALT of this record could be scored (see {PROBLEM})">',
@@ -545,6 +548,8 @@ def _write_chunk(chunk, jobs, outcomes, write, tsv, line_of, pending_malformed, 
                                                          for r in results])
         if results:
             record.info[DELTA] = tuple(None if r.delta is None else round(r.delta, 6) for r in results)
+            if any(r.normal for r in results):
+                record.info[NORMAL] = tuple(r.normal or "." for r in results)
             if any(r.problem for r in results):
                 record.info[PROBLEM] = tuple(r.problem or "." for r in results)
             if all(r.delta is None for r in results):
