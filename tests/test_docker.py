@@ -22,7 +22,7 @@ from Bio import SeqIO
 
 from .conftest import REPO
 from .hub_standin import HubStandIn
-from .test_shutdown import partial_line, random_vcf, records_of
+from .test_shutdown import partial_line, random_vcf, records_of, vcf_job_running
 
 pytestmark = pytest.mark.integration
 
@@ -172,15 +172,7 @@ def test_a_vcf_batch_and_its_downloads(client):
 
 def test_docker_stop_during_a_vcf_job_leaves_a_valid_indexed_partial_vcf_then_it_restarts_offline(deployed, client,
                                                                                                    tmp_path):
-    from gradio_client import handle_file
-
-    source = random_vcf(tmp_path / "in.vcf", 1100)
-    job = client.submit("carbon-demo", "none", "none", "HBB-locus-demo", handle_file(str(source)), 300, False,
-                        "marginal", 0, api_name="/score_vcf")
-    deadline = time.time() + 60
-    while time.time() < deadline and not client.predict(api_name="/models")[2]["requests_running"]:
-        time.sleep(0.1)
-    assert time.time() < deadline, "the VCF job did not start"
+    job = vcf_job_running(client, random_vcf(tmp_path / "in.vcf", 1100))
     docker("stop", "--time", "60", deployed.name, timeout=90)  # room for the grace (25 s) on a loaded machine
     del job
     logs = docker("logs", deployed.name).stderr

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -263,11 +264,19 @@ class _Flaky(BaseHTTPRequestHandler):
         pass
 
 
-def test_the_client_retries_a_busy_server_names_a_refused_key_without_showing_it_and_an_unreachable_one_fast():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+@contextmanager
+def _serving(handler):
+    """`handler` answering on a loopback port while the block runs: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_the_client_retries_a_busy_server_names_a_refused_key_without_showing_it_and_an_unreachable_one_fast():
+    with _serving(_Flaky) as url:
         _Flaky.seen.clear()
         assert ServerClient(url, api_key="right-key").info().model == "carbon-demo"
         assert _Flaky.seen == ["Bearer right-key"] * 3  # two 503s waited out
@@ -276,8 +285,6 @@ def test_the_client_retries_a_busy_server_names_a_refused_key_without_showing_it
         with pytest.raises(ServerError, match="refused the API key") as refused:
             client.info()
         assert secret not in str(refused.value) and secret not in repr(client)
-    finally:
-        server.shutdown()
     began = time.monotonic()
     with pytest.raises(ServerError, match=f"the server http://127.0.0.1:{_free_port()} cannot be reached|cannot be"):
         ServerClient(f"http://127.0.0.1:{_free_port()}").info()
@@ -411,15 +418,10 @@ class _OnlyModels(BaseHTTPRequestHandler):
 
 
 def test_the_server_address_is_taken_as_vllms_docs_write_it_and_a_wrong_one_is_named():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _OnlyModels)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with _serving(_OnlyModels) as base:
         for given in (base, base + "/", base + "/v1", base + "/v1/", f" {base}/v1 "):
             client = ServerClient(given, tries=1)
             assert client.url == base and client.info().model == "carbon-demo", given
         with pytest.raises(ServerError, match=rf"^{base}/openai is not an inference server's address: it answered "
                                               r"HTTP 404 to /v1/models \(give the server's base URL"):
             ServerClient(base + "/openai", tries=1).info()
-    finally:
-        server.shutdown()

@@ -46,6 +46,19 @@ def random_vcf(path: Path, records: int, seed: int = 1) -> Path:
     return path
 
 
+def vcf_job_running(client, source: Path):
+    """`source` sent to a launched app's VCF tab (the demo genome, fast settings), once the job runs."""
+    from gradio_client import handle_file
+
+    job = client.submit("carbon-demo", "none", "none", "HBB-locus-demo", handle_file(str(source)), 300, False,
+                        "marginal", 0, api_name="/score_vcf")
+    deadline = time.time() + 60
+    while time.time() < deadline and not client.predict(api_name="/models")[2]["requests_running"]:
+        time.sleep(0.1)
+    assert time.time() < deadline, "the VCF job did not start"
+    return job
+
+
 def _hbb() -> tuple[str, str]:
     lines = HBB_FA.read_text().splitlines()
     return lines[0][1:].split()[0], "".join(lines[1:])
@@ -207,20 +220,14 @@ def test_sigterm_to_score_vcf_keeps_a_valid_partial_vcf_and_resume_finishes_it(t
 
 @pytest.mark.integration
 def test_sigterm_to_the_app_finishes_the_vcf_chunk_it_is_on_keeps_it_and_logs_it(tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import Client
 
     source = random_vcf(tmp_path / "in.vcf", 1100)
     out_dir = tmp_path / "app"
     out_dir.mkdir()
     process, url = launch_app(out_dir, CARBON_SHUTDOWN_GRACE_S="60")
     try:
-        client = Client(url, verbose=False)
-        job = client.submit("carbon-demo", "none", "none", "HBB-locus-demo", handle_file(str(source)), 300, False,
-                            "marginal", 0, api_name="/score_vcf")
-        deadline = time.time() + 60
-        while time.time() < deadline and not client.predict(api_name="/models")[2]["requests_running"]:
-            time.sleep(0.1)
-        assert time.time() < deadline, "the VCF job did not start"
+        job = vcf_job_running(Client(url, verbose=False), source)
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=120)
         del job
