@@ -175,3 +175,25 @@ def test_a_report_comes_first_without_its_context_then_with_it(compact):
     assert [r.context for r in describe_stages(compact, SEQ, f"80:{ref}>{alt}", window=90, frames=2)] == [None]
     with pytest.raises(InputError, match="the context"):  # a bad radius: named before any stage
         next(describe_stages(compact, SEQ, f"80:{ref}>{alt}", context=-3, progress=seen.append, window=90))
+
+
+@pytest.mark.parametrize("variant, name", [
+    ("1206:AG>A", "c.22del"), ("1205:GA>G", "c.20del"), ("1206:A>AG", "c.22dup"), ("1206:A>AGGG", "c.22_23insGGG"),
+    ("1204:TGA>T", "c.20_21del"), ("1206:A>T", "c.20A>T"), ("1205:GA>TT", "c.19_20delinsTT"),
+    ("1185:CCA>C", "c.-1_1del"), ("1279:G>A", "c.92+1G>A"),
+])
+def test_an_hgvs_name_is_the_same_on_either_strand(variant, name):
+    """The gene as given and reverse-complemented with its CDS written complement(...): one change, one c. name
+    (HGVS's 3' rule is on the CDS's strand, so on the minus strand it moves the other way along the sequence)."""
+    pos, change = variant.split(":")
+    ref, alt = change.split(">")
+    length = len(HBB_SEQUENCE)
+    plus = CodingSequence.parse(HBB_CDS, HBB_SEQUENCE)
+    exons = ",".join(f"{length - int(b) + 1}..{length - int(a) + 1}" for a, b in
+                     (e.split("..") for e in reversed(HBB_CDS.split(","))))
+    minus_sequence = reverse_complement(HBB_SEQUENCE)
+    minus = CodingSequence.parse(f"complement({exons})", minus_sequence)
+    at = int(pos) - 1
+    assert plus.hgvs_c(HBB_SEQUENCE, at, ref, alt) == name
+    assert minus.hgvs_c(minus_sequence, length - at - len(ref), reverse_complement(ref), reverse_complement(alt)) \
+        == name
