@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbon_app.core.dna import read_fasta
+from carbon_app.errors import InputError
 from carbon_app.inference.score import score_variant
 
 from .conftest import REPO
@@ -53,7 +54,8 @@ def test_every_writing_of_an_indel_in_a_repeat_gets_one_normal_form_and_one_delt
         at - change * len(unit):]
     every = writings(sequence, alternate)
     assert len(every) >= 2
-    scored = [score_variant(compact, sequence, written, window=30, frames=1, strand_average=True, delta_radius=3)
+    # a window that holds the whole sequence: a repeat longer than the window is refused, naming both
+    scored = [score_variant(compact, sequence, written, window=100, frames=1, strand_average=True, delta_radius=3)
               for written in every]
     assert len({str(s.variant) for s in scored}) == 1, [(w, str(s.variant)) for w, s in zip(every, scored, strict=True)]
     deltas = [s.delta for s in scored]
@@ -83,6 +85,13 @@ def test_the_hbb_runs_get_one_delta_each_whatever_the_placement(demo):
 ])
 def test_the_normal_form_is_bcftools_norms(demo, written, normal):
     assert str(score_variant(demo, HBB, written, window=300).variant) == normal
+
+
+def test_a_repeat_longer_than_the_window_is_refused_naming_both(compact):
+    sequence = "ACGTTGCA" + "CA" * 20 + "GGTACCAT"  # (CA)21: the prompt ends in one copy too
+    with pytest.raises(InputError, match="^the 42-base repeat the change can slide along does not fit the model's "
+                                         "30-base window$"):
+        score_variant(compact, sequence, "10:ACA>A", window=30, frames=1)
 
 
 def _repeat_changes(sequence: str, count: int, seed: int) -> list[tuple[int, str, str]]:

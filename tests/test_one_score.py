@@ -131,8 +131,9 @@ def test_the_pages_variant_and_vcf_tabs_score_each_variant_as_the_notebook_does(
         out = client.predict(reference=sequence if genome == "none" else "", upload=None, change=change,
                              alternate="", cds=HBB["hbb_cds"], genome=genome, context=0, api_name="/score_variant")
         assert out[-1]["delta"] == pytest.approx(notebook[NAMED["IVS-I-1"]], abs=1e-4), change
-        # the name echoed (as the page's Markdown writes a '>'), its consequence named
-        assert out[-1]["hgvs"] == change and f"{change.replace('>', '&gt;')} (" in out[0]
+        # the name echoed (as the page's Markdown writes a '>') beside its normal form, its consequence named
+        assert out[-1]["hgvs"] == change and change.replace(">", "&gt;") in out[0]
+        assert "normal form " + ("" if genome == "none" else f"{CONTIG}:") + "1279:G&gt;A" in out[0]
         assert "splice-site [c.92+1G>A]" in out[0]
     vcf = tmp_path / "variants.vcf"
     _vcf(vcf)

@@ -133,8 +133,7 @@ def ranking_pending(radius) -> str:
 
 def variant_forms(scored, contig: str = "") -> str:
     """The forms of a scored variant a person cross-checks: its normal (VCF) form and its HGVS name."""
-    v = scored.variant
-    return f"normal form {plain(contig)}{v.pos}:{v.ref}>{v.alt}, HGVS {plain(contig)}{plain(scored.hgvs_name)}"
+    return plain(f"normal form {contig}{scored.variant}, HGVS {contig}{scored.hgvs_name}")
 
 
 def variant_markdown(report, genomic=None, context_note: str = "") -> str:
@@ -149,8 +148,7 @@ def variant_markdown(report, genomic=None, context_note: str = "") -> str:
                      + "".join(f" *Note: {note}.*" for note in genomic.notes))
         where, offset = f" of {genomic.contig}", genomic.offset
     else:
-        parts.append(f"**{plain(report.score.variant.given or report.score.variant)}**: "
-                     f"{variant_forms(report.score)}")
+        parts.append(f"**{plain(report.score.variant.written)}**: {variant_forms(report.score)}")
     if report.consequence is not None:
         parts.append(f"**Consequence:** {report.consequence}")
     if report.context is not None:

@@ -263,10 +263,14 @@ class Variant:
         return f"{self.pos}:{self.ref}>{self.alt}"
 
     @property
+    def written(self) -> str:
+        """How it was written: the text given, an HGVS name, else POS:REF>ALT."""
+        return self.given or self.hgvs or str(self)
+
+    @property
     def label(self) -> str:
-        """How to show it: as given, with its normal form (`normalized`) where that is written otherwise."""
-        written = self.given or self.hgvs
-        return f"{written} ({self})" if written and written != str(self) else str(self)
+        """How to show it: as written, with its normal form (`normalized`) where that is written otherwise."""
+        return self.written if self.written == str(self) else f"{self.written} ({self})"
 
     def normalized(self, sequence) -> Variant:
         """Its one form on `sequence` (`core.align.normalized`: trimmed, an indel left-aligned along its repeat
@@ -351,7 +355,7 @@ class VariantScore:
 
         data = asdict(self)
         data["variant"] = str(self.variant)  # POS:REF>ALT, normalised (`Variant.normalized`)
-        data["given"] = self.variant.given or str(self.variant)  # as it was written
+        data["given"] = self.variant.written  # as it was written
         data["hgvs"] = self.variant.hgvs  # the HGVS name it was given as, '' if none
         data["hgvs_name"] = self.hgvs_name  # its HGVS g. name, as HGVS writes it
         data["aligned_delta"] = self.aligned_delta
