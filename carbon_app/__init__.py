@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import importlib
 
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it); every result names it
+
 _WHERE = {
     ".core.coding": ("CodingSequence", "Consequence"),
     ".core.tags": ("SCHEMES", "TagScheme"),

@@ -17,6 +17,11 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 REPO = Path(__file__).resolve().parent.parent
 
 
+def table_lines(path) -> list[str]:
+    """A table this app wrote, without the leading ## lines that name what made it: its header, then its rows."""
+    return [line for line in Path(path).read_text().splitlines() if not line.startswith("## ")]
+
+
 def random_dna(length: int, seed: int) -> str:
     """`length` uniformly random bases, the same ones for the same seed."""
     rng = random.Random(seed)

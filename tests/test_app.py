@@ -583,7 +583,14 @@ def test_a_variant_at_coordinates_says_its_consequence_context_and_link(client, 
     assert out[-1]["context"]["more_damaging_than"] == pytest.approx(expected.context.more_damaging_than)
     assert "**Consequence:** missense p.Glu7Val (GAG>GTG)" in out[0]
     assert "of the 20 possible substitutions within 3 bases" in out[0]
-    assert "?genome=HBB-locus-demo&variant=HUMHBB_61001-64000%3A1206%3AA%3ET&model=carbon-demo&window=300" in out[5]
+    from urllib.parse import parse_qs, urlsplit
+
+    query = urlsplit(out[5].split("](")[1].split(")")[0]).query
+    link = {key: values[0] for key, values in parse_qs(query).items()}
+    # every setting that changes the number, as the score used it (carbon-demo's own frames and radius included)
+    assert link == {"genome": "HBB-locus-demo", "variant": sickle, "model": "carbon-demo", "cds": HBB["hbb_cds"],
+                    "context": "3", "window": "300", "strand": "0", "method": "marginal", "frames": "6", "radius": "6",
+                    "species": "none", "region": "none"}
 
 
 def test_a_variants_score_is_shown_before_its_context_is_ranked(client):
@@ -664,6 +671,85 @@ def test_a_shared_link_opens_the_variant_tab_on_its_inputs_and_scores_them(serve
         assert link.get_attribute("href").startswith(server)
         browser.close()
     assert log.read_text().count("Traceback") == tracebacks  # neither visit raised in the app
+
+
+#: every setting that changes a score, each away from carbon-demo's own (1,200 bases, both strands, the chain
+#: rule, 6 frames, radius 6, no tags; the tab's context 25)
+NOT_OWN = {"window": 600, "strand_average": False, "method": "marginal", "frames": 3, "delta_radius": 10,
+           "species": "mammal", "region": "protein_coding", "context": 2}
+
+
+def _choose(page, label: str, option: str) -> None:
+    """Pick `option` in the visible dropdown labelled `label`, as a person does: open it, click the option."""
+    page.get_by_label(label, exact=True).filter(visible=True).first.click()
+    page.get_by_role("option", name=option, exact=True).filter(visible=True).first.click()
+
+
+def _visible(page, label: str, exact: bool = True):
+    return page.get_by_label(label, exact=exact).filter(visible=True).first
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_a_shared_link_carries_every_setting_and_reopens_on_the_same_number(server, server_out, demo, tmp_path):
+    """Tags chosen for a design stay on the Design tab; on the Variant tab every setting is set away from the
+    model's own (tags, method, frames, strands, window, radius, context): the score is the engine's for those
+    settings, each difference is named beside it, and the link reopens the page on the identical result."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.scoring import describe_at
+
+    change = f"{HBB['genome_contig']}:1206:A>T"
+    settings = {key: value for key, value in NOT_OWN.items() if key != "context"}
+    _, expected = describe_at(demo, Reference(REPO / "assets" / "examples" / HBB["file"]), change,
+                              context=NOT_OWN["context"], **settings)
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _new_page(browser, 1400, 1800)
+        page.goto(server)
+        with _evidence_on_failure(page, tmp_path, server_out):
+            _choose(page, "Species tag", "plant")  # a design's tag, on the Design tab
+            page.get_by_role("tab", name="Variant").click()
+            expect(_visible(page, "Genome")).to_be_visible()
+            _choose(page, "Genome", "HBB-locus-demo")
+            page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False).fill(change)
+            _visible(page, "Window (bases, centred on the variant)").fill(str(NOT_OWN["window"]))
+            _visible(page, "Average with the reverse-complement strand").uncheck()
+            _choose(page, "Scoring", "reference FNS marginals")
+            _visible(page, "Context (bases either side, 0 = off)").fill(str(NOT_OWN["context"]))
+            page.get_by_text("More of the scoring setup").filter(visible=True).first.click()
+            assert _visible(page, "Species tag").input_value() == "none"  # the design's tag did not come along
+            _choose(page, "Species tag", NOT_OWN["species"])
+            _choose(page, "Region tag", NOT_OWN["region"])
+            _visible(page, "Tokenization frames averaged").fill(str(NOT_OWN["frames"]))
+            # (a text box's label holds its info line too)
+            _visible(page, "Delta radius (bases either side, or 'whole')", False).fill(str(NOT_OWN["delta_radius"]))
+            page.get_by_role("button", name="Score variant").click()
+            page.get_by_text("possible substitutions within 2 bases").first.wait_for()
+            shown = _variant_result(page)
+            assert f"delta = LL(alt) − LL(ref) = {expected.score.delta:+.4f}" in shown[0]
+            assert f"{expected.context.sentence()}" in page.inner_text("body")
+            for named in ("window 600 (model's own: 1,200)", "frames 3 (model's own: 6)",
+                          "strands one (model's own: both)", "method marginal (model's own: chain)",
+                          "radius 10 bases (model's own: 6 bases)", "species tag mammal (model's own: none)",
+                          "region tag protein_coding (model's own: none)"):
+                assert named in shown[1], named
+            link = page.get_by_role("link", name="Link to this result").get_attribute("href")
+            reopened = _new_page(browser, 1400, 1800)
+            reopened.goto(link)
+            reopened.get_by_text("possible substitutions within 2 bases").first.wait_for()
+            assert _variant_result(reopened) == shown  # the identical number, setup and ranking
+            reopened.get_by_text("More of the scoring setup").filter(visible=True).first.click()
+            assert _visible(reopened, "Species tag").input_value() == NOT_OWN["species"]  # the form shows them
+        browser.close()
+
+
+def _variant_result(page) -> tuple[str, str, str]:
+    """The Variant tab's verdict line, the line that names what made the score, and the ranking's sentence."""
+    return (page.get_by_text("delta = LL(alt)").first.inner_text(),
+            page.get_by_text("Scored with model").first.inner_text(),
+            page.get_by_text("possible substitutions within").first.inner_text())
 
 
 @pytest.mark.browser
@@ -756,8 +842,9 @@ def test_a_constrained_design_through_the_api_meets_and_reports_its_constraints(
 
 def test_choosing_a_model_sets_every_scoring_choice_to_that_models_own_method():
     """The Variant, VCF and scan tabs read a model the way its quality was measured: carbon-demo with its
-    scoring.json (the chain rule, 1,200-base windows, both strands), the draft, whose scores were never
-    measured, with the Carbon evaluation's setup (the reference marginals, 8 kb, one strand)."""
+    scoring.json (the chain rule, 1,200-base windows, both strands, every frame, radius 6, no tags), the draft,
+    whose scores were never measured, with the Carbon evaluation's setup (the reference marginals, 8 kb, one
+    strand, the whole window). Each scoring tab has its own tags; the Design tab's go back to none."""
     from carbon_app.app.gradio_app import build_app
 
     demo = build_app()
@@ -766,11 +853,13 @@ def test_choosing_a_model_sets_every_scoring_choice_to_that_models_own_method():
     assert len(scoring) == 3 and {o.value for o in scoring} == {"chain"}  # the page opens on carbon-demo
     windows = [o for o in handler.outputs if str(getattr(o, "label", "")).startswith("Window")]
     assert len(windows) == 3 and {o.value for o in windows} == {1200}
-    for name, method, window, both in (("carbon-demo-draft", "marginal", 8000, False), ("carbon-demo", "chain", 1200,
-                                                                                        True)):
-        species, region, *own = handler.fn(name)
-        assert [m.value for m in own[:3]] == [method] * 3
-        assert [w.value for w in own[3:6]] == [window] * 3 and [s.value for s in own[6:]] == [both] * 3
+    tags = [o for o in handler.outputs if getattr(o, "label", "") in ("Species tag", "Region tag")]
+    assert len(tags) == 2 * 4 and {o.value for o in tags} == {"none"}  # three scoring tabs and the Design tab
+    for name, method, window, both, radius in (("carbon-demo-draft", "marginal", 8000, False, "whole"),
+                                               ("carbon-demo", "chain", 1200, True, "6")):
+        own = [update.value for update in handler.fn(name)]
+        assert own[:3] == [method] * 3 and own[3:6] == [window] * 3 and own[6:9] == [both] * 3
+        assert own[9:12] == [6] * 3 and own[12:15] == [radius] * 3 and own[15:] == ["none"] * 8
 
 
 def test_a_busy_port_is_named_in_one_sentence_before_the_models_load(tmp_path):

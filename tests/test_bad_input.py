@@ -3,6 +3,7 @@ read correctly or refused with a message that names the problem, and the service
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -13,10 +14,12 @@ from Bio import SeqIO
 from Bio.Seq import Seq
 from Bio.SeqRecord import SeqRecord
 
+import carbon_app
 from carbon_app.app.service import AppConfig, Service
 from carbon_app.core.validate import real_number, whole_number
 from carbon_app.errors import CarbonError, InputError
 from carbon_app.model.manager import ModelManager
+from tests.conftest import REPO
 
 BASES = "ATGGTGCACCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGGCCCTGGGCAGG"
 
@@ -182,16 +185,22 @@ def test_after_all_that_the_service_still_answers(service):
 
 
 def test_design_downloads_record_how_to_make_each_design_again(service):
-    """Short FASTA headers (name, model, seed, bases); every setting in the JSON and the GenBank file, enough
-    to make each design again; GenBank features for the prompt, the designed bases and the mask's runs."""
+    """Short FASTA headers (name, model, seed, bases, the weights' checksum and the app's version); every setting
+    in the JSON and the GenBank file, enough to make each design again, with the weights and the app; GenBank
+    features for the prompt, the designed bases and the mask's runs."""
     final = _design(service, "ATGGTGCATCTG", 20, seed=11, species="plant", mask="N" * 17 + "TAA", top_k=50,
                     samples=2)
     designs, with_prompt, genbank, settings_file = service.design_files(final)
     records = list(SeqIO.parse(designs, "fasta"))
     assert [str(r.seq) for r in records] == final.sequences
-    assert records[1].description == "design_2 model=carbon-demo seed=11 bases=20"
+    weights = final.provenance.weights
+    shipped = (REPO / "assets" / "models" / "carbon-demo" / "model.safetensors").read_bytes()
+    assert weights == f"sha256:{hashlib.sha256(shipped).hexdigest()}"  # the checksum of the weights it ran
+    version = f"carbon_studio={carbon_app.__version__}"
+    assert records[1].description == f"design_2 model=carbon-demo seed=11 bases=20 weights={weights[:23]} {version}"
     settings = json.loads(open(settings_file).read())["settings"]
-    assert settings == {"model": "carbon-demo", "tags": "<plant_species>", "mode": "bp", "temperature": 0.9,
+    assert settings == {"app": f"Carbon Studio {carbon_app.__version__}", "model": "carbon-demo", "weights": weights,
+                        "tags": "<plant_species>", "mode": "bp", "temperature": 0.9,
                         "top_k": 50, "top_p": 1.0, "seed": 11, "bases": 20, "prompt_bases": 12,
                         "mask": "N" * 17 + "TAA", "speculative_decoding": "off", "constraints": {}}
     again = _design(service, "ATGGTGCATCTG", settings["bases"], seed=settings["seed"], species="plant",
@@ -199,14 +208,17 @@ def test_design_downloads_record_how_to_make_each_design_again(service):
     assert again.sequences == final.sequences  # the settings are enough to make it again
     whole = list(SeqIO.parse(with_prompt, "fasta"))
     assert [str(r.seq) for r in whole] == ["ATGGTGCATCTG" + s for s in final.sequences]
-    assert whole[0].description == "design_1_with_prompt model=carbon-demo seed=11 bases=32"
+    assert whole[0].description == f"design_1_with_prompt model=carbon-demo seed=11 bases=32 weights={weights[:23]} " \
+        + version
     entries = list(SeqIO.parse(genbank, "genbank"))
     assert [str(r.seq) for r in entries] == ["ATGGTGCATCTG" + s for s in final.sequences]
     features = {(f.type, int(f.location.start), int(f.location.end), f.qualifiers.get("note", [""])[0])
                 for f in entries[0].features}
     assert {("misc_feature", 0, 12, "the prompt, given"), ("misc_feature", 12, 32, "designed bases"),
             ("misc_feature", 29, 32, "fixed by the mask")} <= features
-    assert entries[0].annotations["molecule_type"] == "DNA" and "seed=11" in entries[0].annotations["comment"]
+    comment = entries[0].annotations["comment"]
+    assert entries[0].annotations["molecule_type"] == "DNA" and "seed=11" in comment
+    assert f"weights={weights[:23]}" in comment and f"Carbon Studio {carbon_app.__version__}" in comment
 
 
 @pytest.mark.parametrize("name", ["evil-owner/big-repo", "HuggingFaceBio/Carbon-8B@main", "/etc", "../../assets",

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from carbon_app.app.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, table_lines
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -71,7 +71,9 @@ def test_scan_command_rows_equal_the_variant_scores(compact_model_dir):
     for pos, ref, alt, delta in data["rows"][::4]:
         assert delta == pytest.approx(score_variant(bundle, seq, f"{pos}:{ref}>{alt}", window=40).delta, abs=1e-4)
     tsv = run_cli("scan", "--model", str(compact_model_dir), "--sequence", seq, "--start", "20", "--end", "20")
-    assert tsv.stdout.splitlines()[0] == "position\tref\talt\tdelta_loglik" and len(tsv.stdout.splitlines()) == 4
+    lines = tsv.stdout.splitlines()
+    assert lines[0].startswith("## made by Carbon Studio") and lines[3] == "## the model's own scoring setup"
+    assert lines[4] == "position\tref\talt\tdelta_loglik" and len(lines) == 4 + 4
     near = run_cli("scan", "--model", str(compact_model_dir), "--sequence", seq, "--start", "20", "--end", "22",
                    "--window", "40", "--delta-radius", "5", "--json")
     data = json.loads(near.stdout)
@@ -152,7 +154,7 @@ def test_scores_at_genome_coordinates_and_a_vcf_from_the_command_line(compact_mo
     summary = json.loads(batch.stdout)
     assert summary["records"] == 2 and summary["scored"] == 1 and summary["problems"] == {"REF_mismatch": 1}
     assert "1 not scored: REF_mismatch" in batch.stderr
-    rows = (tmp_path / "out.tsv").read_text().splitlines()
+    rows = table_lines(tmp_path / "out.tsv")
     assert float(rows[1].split("\t")[6]) == pytest.approx(data["delta"], abs=1e-4)
     missing = run_cli("score-vcf", "--model", str(compact_model_dir), "--reference", str(genome), "--vcf",
                       str(tmp_path / "none.vcf"), "--out", str(tmp_path / "x.vcf"))

@@ -19,7 +19,7 @@ from carbon_app.genome import vcf as vcf_module  # noqa: E402
 from carbon_app.genome.reference import Reference  # noqa: E402
 from carbon_app.genome.regions import scan_regions  # noqa: E402
 from carbon_app.genome.vcf import score_vcf  # noqa: E402
-from tests.conftest import REPO, random_dna  # noqa: E402
+from tests.conftest import REPO, random_dna, table_lines  # noqa: E402
 
 pytestmark = pytest.mark.integration
 OPTIONS = dict(window=120, strand_average=False, species=None, region=None, method="marginal", frames=2, context=0)
@@ -122,7 +122,7 @@ def test_region_scans_on_ray_equal_one_process_and_bad_lines_are_named(cluster, 
     scorer.close()
     _same((tmp_path / "ray.tsv").read_text().splitlines(), (tmp_path / "one.tsv").read_text().splitlines())
     assert one.rows == spread.rows == 3 * (12 + 10) and [line for line, _ in spread.problems] == [3, 4]
-    rows = (tmp_path / "ray.tsv").read_text().splitlines()
+    rows = table_lines(tmp_path / "ray.tsv")
     assert rows[1].startswith("first\tchr1\t101\t") and any("line 3: contig 'chrUn'" in r for r in rows)
 
 

@@ -20,7 +20,7 @@ import pysam
 import pytest
 from Bio import SeqIO
 
-from .conftest import REPO
+from .conftest import REPO, table_lines
 from .hub_standin import HubStandIn
 from .test_shutdown import partial_line, random_vcf, records_of, vcf_job_running
 
@@ -167,7 +167,7 @@ def test_a_vcf_batch_and_its_downloads(client):
     assert "7 records, 8 ALT alleles: 7 scored" in summary
     vcf = next(f for f in files if f.endswith(".vcf.gz"))
     assert len(list(pysam.VariantFile(vcf))) == 7 and any(f.endswith(".vcf.gz.tbi") for f in files)
-    assert len(Path(next(f for f in files if f.endswith(".tsv"))).read_text().splitlines()) == 1 + 8
+    assert len(table_lines(next(f for f in files if f.endswith(".tsv")))) == 1 + 8
 
 
 def test_docker_stop_during_a_vcf_job_leaves_a_valid_indexed_partial_vcf_then_it_restarts_offline(deployed, client,

@@ -70,7 +70,9 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
     # a score read another way is not "as here": the note names each setting that differs from the measured one
     other = fmt.trust_note(local, resolve_spec(local, window=600, strand_average=False))
     assert "as here" not in other.replace("not as here", "")
-    assert "window 600 (measured: 1,200)" in other and "strands one (measured: both)" in other
+    assert "window 600 (model's own: 1,200)" in other and "strands one (model's own: both)" in other
+    tagged = fmt.trust_note(local, resolve_spec(local, species="mammal"))  # a tag is part of the setup
+    assert "not as here: this score's species tag mammal (model's own: none)" in tagged
     # the score line says the setup once, in one sentence that is the spec as used
     scored = score_variant(local, SEQ, "21:G>A", window=60)
     assert ("Read in 60-base windows, 6 tokenization frames, both strands, with the exact chain rule, summed within "

@@ -16,7 +16,7 @@ from carbon_app.genome.reference import Reference, configured_references
 from carbon_app.genome.scoring import describe_at, score_at, score_batch
 from carbon_app.genome.vcf import score_vcf
 from carbon_app.inference.score import score_variant
-from tests.conftest import random_dna
+from tests.conftest import random_dna, table_lines
 
 HBB = read_fasta(ASSETS / "examples" / "hbb.fa").sequence  # 3,000 bases of the human beta-globin locus
 OTHER = random_dna(1500, seed=3)
@@ -161,7 +161,7 @@ def test_a_vcf_batch_writes_every_record_in_order_with_its_delta_or_its_problem(
     assert by_id["sv"].info["SVTYPE"] == ("DEL",)  # other INFO passes through (undeclared: as htslib reads it)
     multi = by_id["multi"]
     assert len(multi.info["CARBON_DELTA"]) == 2 and multi.samples["S1"]["GT"] == (1, 2) and multi.info["DP"] == 7
-    rows = (tmp_path / "out.tsv").read_text().splitlines()
+    rows = table_lines(tmp_path / "out.tsv")
     windows = {(r[1], r[2], r[5]): (r[10], r[11]) for r in (row.split("\t") for row in rows[1:])}
     # every delta equals a single call at the same coordinates, read in the same windows the TSV names
     for record in records[::7] + [multi, by_id["del"]]:
@@ -244,7 +244,7 @@ def test_a_batchs_context_ranks_each_variant_as_a_single_score_does(compact, gen
             continue
         assert record.info["CARBON_CONTEXT"][0] == pytest.approx(alone.context.more_damaging_than, abs=1e-3)
         assert alone.context.count == 9 * 3 - 1
-    rows = [r.split("\t") for r in (tmp_path / "out.tsv").read_text().splitlines()[1:]]
+    rows = [r.split("\t") for r in table_lines(tmp_path / "out.tsv")[1:]]
     assert all(0 <= float(r[9]) <= 1 for r in rows if len(r[4]) == 1) and [r[9] for r in rows if len(r[4]) > 1] == [""]
 
 

@@ -18,7 +18,7 @@ import pytest
 from carbon_app.app.cli import main
 from carbon_app.core.dna import read_fasta
 from carbon_app.inference.score import score_variant
-from tests.conftest import REPO
+from tests.conftest import REPO, table_lines
 
 pytestmark = pytest.mark.integration  # CLI runs, a Ray cluster, a launched app
 
@@ -56,7 +56,7 @@ def _vcf(path) -> None:
 
 
 def _tsv_deltas(path) -> dict[str, float]:
-    rows = [line.split("\t") for line in path.read_text().splitlines()[1:]]
+    rows = [line.split("\t") for line in table_lines(path)[1:]]
     return {f"{row[2]}:{row[4]}>{row[5]}": float(row[6]) for row in rows}
 
 

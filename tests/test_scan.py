@@ -49,8 +49,13 @@ def test_scan_skips_ambiguous_positions_and_writes_tsv(compact):
     seq = SEQ[:30] + "N" + SEQ[31:60]
     scan = scan_substitutions(compact, seq, 29, 33)
     assert [row[0] for row in scan.rows()] == [29] * 3 + [30] * 3 + [32] * 3 + [33] * 3
-    tsv = scan.to_tsv().splitlines()
+    made_by, tsv = [], []
+    for line in scan.to_tsv().splitlines():
+        (made_by if line.startswith("## ") else tsv).append(line)
     assert tsv[0] == "position\tref\talt\tdelta_loglik" and len(tsv) == 13
+    # what made the table comes first: the app, the model and its weights' checksum, the setup as used
+    assert made_by[0].startswith("## made by Carbon Studio ") and f"model={compact.name} weights=sha256:" in made_by[1]
+    assert made_by[2] == f"## scoring {scan.spec.header()}" and made_by[3] == "## the model's own scoring setup"
     assert tsv[1].startswith(f"29\t{seq[28]}\t")
 
 

@@ -20,7 +20,7 @@ from carbon_app.core.dna import read_fasta
 from carbon_app.inference.score import score_sequence, score_variant
 from carbon_app.serving.client import ServerClient, ServerError
 
-from .conftest import REPO, vllm_serving
+from .conftest import REPO, table_lines, vllm_serving
 
 HBB = read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
 
@@ -154,7 +154,7 @@ def test_scans_contexts_and_region_scans_through_the_server_equal_the_engines(se
     bed.write_text(f"{contig}\t1203\t1205\tsite\n")
     for name, model in (("there", served), ("here", demo)):
         scan_regions(model, reference, bed, tmp_path / f"{name}.tsv", **options)
-    there, here = ([line.split("\t") for line in (tmp_path / f"{name}.tsv").read_text().splitlines()[1:]]
+    there, here = ([line.split("\t") for line in table_lines(tmp_path / f"{name}.tsv")[1:]]
                    for name in ("there", "here"))
     assert len(there) == len(here) == 6
     assert max(abs(float(a[5]) - float(b[5])) for a, b in zip(there, here, strict=True)) < 1e-4
@@ -225,7 +225,7 @@ def test_a_vcf_through_the_server_gets_the_engines_deltas_and_a_failing_server_f
         tables[where] = tmp_path / f"{where}.tsv"
         assert main(["score-vcf", *server, "--model", "carbon-demo", "--reference", str(fasta), "--vcf", str(vcf),
                      "--out", str(tmp_path / f"{where}.vcf"), "--tsv", str(tables[where]), "--frames", "2"]) == 0
-    rows = {where: [line.split("\t") for line in table.read_text().splitlines()[1:]]
+    rows = {where: [line.split("\t") for line in table_lines(table)[1:]]
             for where, table in tables.items()}
     deltas = [(float(a[6]), float(b[6])) for a, b in zip(rows["here"], rows["there"], strict=True) if a[6]]
     assert len(deltas) == 7 and max(abs(a - b) for a, b in deltas) < 1e-4

@@ -25,7 +25,7 @@ from carbon_app.genome import vcf as vcf_module
 from carbon_app.genome.reference import Reference
 from carbon_app.genome.vcf import score_vcf
 
-from .conftest import REPO, launch_app
+from .conftest import REPO, launch_app, table_lines
 
 HBB_FA = REPO / "assets" / "examples" / "hbb.fa"
 FAST = {"window": 300, "strand_average": False, "method": "marginal"}  # seconds, not minutes, per chunk
@@ -102,7 +102,7 @@ def test_a_shutdown_keeps_the_finished_chunks_and_resuming_writes_each_record_on
     assert records_of(out) == records_of(tmp_path / "whole.vcf.gz")[:8]
     with pysam.TabixFile(str(out)) as indexed:  # closed and indexed: a region can be read from it
         assert len(list(indexed.fetch(_hbb()[0]))) == 8
-    rows = tsv.read_text().splitlines()
+    rows = table_lines(tsv)
     assert len(rows) == 9 and "malformed" not in tsv.read_text()  # the line that is not a record comes later
     assert no_temp_left(tmp_path)
 
@@ -212,7 +212,7 @@ def test_sigterm_to_score_vcf_keeps_a_valid_partial_vcf_and_resume_finishes_it(t
     assert json.loads(resumed.stdout)["resumed_records"] == len(partial)
     whole = records_of(tmp_path / "out.vcf.gz")
     assert whole[: len(partial)] == partial and [r[2] for r in whole] == [f"v{i}" for i in range(200)]  # each once
-    assert all(r[5] is not None for r in whole) and len(tsv_rows := (tmp_path / "out.tsv").read_text().splitlines()) \
+    assert all(r[5] is not None for r in whole) and len(tsv_rows := table_lines(tmp_path / "out.tsv")) \
         == 1 + 200 + 1  # its header, a row per ALT, the line that is not a record
     assert len({row.split("\t")[0] for row in tsv_rows}) == len(tsv_rows)
     assert partial_line(tmp_path / "out.vcf.gz") is None and no_temp_left(tmp_path)

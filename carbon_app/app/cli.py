@@ -249,6 +249,8 @@ def _print_variant(name: str, report, window: str, notes=(), scored=None, contig
           f"{max(s.frame_deltas):+.4f}; window {window}")
     print(f"normal form {contig}{s.variant.pos}:{s.variant.ref}>{s.variant.alt}, HGVS {contig}{s.hgvs_name}")
     print(s.spec.sentence())
+    print(f"setup: {s.provenance.setup_words}; model {s.provenance.model}, weights {s.provenance.weights}, "
+          f"{s.provenance.app}")
     if report.consequence:
         print(f"consequence: {report.consequence}")
     if report.context:
@@ -415,7 +417,9 @@ def _score_vcf(args) -> dict:
                             resume=args.resume, renamed=renamed, **options)
     for line in summary.lines():
         print(line, file=sys.stderr)
-    return {"records": summary.records, "alts": summary.alts, "scored": summary.scored,
+    print(f"setup: {summary.provenance.setup_words} (the VCF's header names it)", file=sys.stderr)
+    return {"provenance": summary.provenance.to_dict(), "records": summary.records, "alts": summary.alts,
+            "scored": summary.scored,
             "problems": dict(summary.problems), "malformed": summary.malformed, "hint": summary.hint,
             "seconds": summary.seconds, "out": args.out, "tsv": args.tsv, "resumed_records": summary.resumed,
             "partial": summary.partial.sentence() if summary.partial else None,
@@ -455,6 +459,7 @@ def _scan(args) -> dict:
     return {"start": result.start, "end": result.end, "window_start": result.window_start,
             "window_end": result.window_end, "frame_bases": result.frame_bases, "method": result.method,
             "delta_radius": result.delta_radius, "spec": result.spec.settings(),
+            "provenance": result.provenance.to_dict(),
             "columns": ["position", "ref", "alt", "delta"] + (["consequence"] if consequences else []), "rows": rows,
             "model_quality": bundle.card.quality}
 

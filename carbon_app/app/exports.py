@@ -1,11 +1,11 @@
 """A finished design as the files a person takes away, the same from the page and the command line.
 
-FASTA carries one short header a design (its name, model, seed and length: enough to tell designs apart
-and find their settings); everything that made it (tags, sampling, mask, constraints, speculative
-decoding) is in `design_settings`, which the JSON and the GenBank file carry. GenBank holds each design
-as a Biopython SeqRecord with features: the prompt and the designed bases, the runs of bases a mask fixed
-or restricted, the protein a constraint made it encode (a CDS with its translation), and each constraint
-with its check as a qualifier.
+FASTA carries one short header a design (its name, model, seed, length, weights and the app's version:
+enough to tell designs apart and find their settings); everything that made it (tags, sampling, mask,
+constraints, speculative decoding) is in `design_settings`, which the JSON and the GenBank file carry.
+GenBank holds each design as a Biopython SeqRecord with features: the prompt and the designed bases, the
+runs of bases a mask fixed or restricted, the protein a constraint made it encode (a CDS with its
+translation), and each constraint with its check as a qualifier.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ def design_name(index: int, with_prompt: bool = False) -> str:
 def fasta_header(result, index: int, with_prompt: bool = False) -> str:
     sequence = result.sequences[index - 1]
     bases = len(result.prompt) + len(sequence) if with_prompt else len(sequence)
-    return f"{design_name(index, with_prompt)} model={result.model} seed={result.seed} bases={bases}"
+    made_by = result.provenance
+    return (f"{design_name(index, with_prompt)} model={result.model} seed={result.seed} bases={bases}"
+            + (f" weights={made_by.short_weights} carbon_studio={made_by.version}" if made_by else ""))
 
 
 def designs_fasta(result, with_prompt: bool = False) -> str:
@@ -40,7 +42,9 @@ def designs_fasta(result, with_prompt: bool = False) -> str:
 def design_settings(result) -> dict:
     """Everything a design was made with, as plain values: enough to make it again."""
     speculative = result.speculative
-    return {"model": result.model, "tags": result.tags or "none", "mode": result.mode,
+    made_by = result.provenance.to_dict() if result.provenance else {}
+    return {"app": made_by.get("app"), "model": result.model, "weights": made_by.get("weights"),
+            "tags": result.tags or "none", "mode": result.mode,
             "temperature": result.temperature, "top_k": result.top_k, "top_p": result.top_p, "seed": result.seed,
             "bases": result.n_bases, "prompt_bases": len(result.prompt), "mask": result.mask or "none",
             "speculative_decoding": f"on, drafted by {speculative.draft_model}" if speculative else "off",
@@ -60,6 +64,8 @@ def design_records(result, reports: list[dict] | None = None) -> list:
     from Bio.SeqRecord import SeqRecord
 
     settings = design_settings(result)
+    if result.provenance:  # no GenBank line holds a 71-letter word: the checksum's first digits (the JSON: whole)
+        settings["weights"] = result.provenance.short_weights
     shown = "; ".join(f"{key}={value}" for key, value in settings.items() if key not in ("constraints", "mask"))
     start = len(result.prompt)
     records = []

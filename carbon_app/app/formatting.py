@@ -63,7 +63,9 @@ def bases_html(prompt: str, fixed: str, sequences: list[str], mask: str | None =
 def design_provenance(result) -> str:
     """What made a design, in one line: enough to make it again."""
     tags = result.tags or "none"
-    parts = [f"model **{result.model}**", f"tags `{tags}`", f"mode {result.mode}",
+    made_by = result.provenance
+    weights = f" (weights {made_by.short_weights}, {made_by.app})" if made_by else ""
+    parts = [f"model **{result.model}**{weights}", f"tags `{tags}`", f"mode {result.mode}",
              "greedy" if result.temperature == 0 else f"temperature {result.temperature:g}",
              f"top-k {result.top_k or 'off'}", f"top-p {result.top_p:g}", f"seed {result.seed}",
              f"mask {'given' if result.mask else 'none'}", f"prompt {len(result.prompt):,} bases",
@@ -168,18 +170,30 @@ def delta_radius_words(radius: int | None) -> str:
     return "summed over the whole window" if radius is None else f"summed within {radius} bases of the variant"
 
 
-def score_provenance(model: str, scored) -> str:
+def setup_line(provenance) -> str:
+    """How a score's setup stands to the model's own (the one its quality was measured with), as the page shows
+    it beside the score: every difference named, tags included."""
+    if not provenance.differences:
+        return "In the model's own scoring setup."
+    return "**Not the model's own scoring setup**: " + "; ".join(provenance.differences) + "."
+
+
+def score_provenance(scored) -> str:
     """What produced a variant score, in one line (the setup itself is the verdict's sentence)."""
+    made_by = scored.provenance
     tags = (scored.species_tag or "") + (scored.region_tag or "") or "none"
-    return f"*Scored with model **{model}**; tags `{tags}`; {len(scored.frame_deltas)} frame(s) scored.*"
+    return (f"*Scored with model **{made_by.model}** (weights {made_by.short_weights}, {made_by.app}); "
+            f"tags `{tags}`; {len(scored.frame_deltas)} frame(s) scored. {setup_line(made_by)}*")
 
 
-def scan_provenance(model: str, scan) -> str:
+def scan_provenance(scan) -> str:
+    made_by = scan.provenance
     tags = scan.prompt_text.split("<dna>")[0] or "none"
-    return (f"*Scanned with model **{model}**; tags `{tags}`; {len(scan.frame_deltas)} frame(s) of "
-            f"{scan.frame_bases:,}-base windows; "
+    return (f"*Scanned with model **{made_by.model}** (weights {made_by.short_weights}, {made_by.app}); "
+            f"tags `{tags}`; {len(scan.frame_deltas)} frame(s) of {scan.frame_bases:,}-base windows; "
             f"{METHOD_WORDS[scan.method]}, "
-            f"{delta_radius_words(scan.delta_radius).replace('the variant', 'each substitution')}.*")
+            f"{delta_radius_words(scan.delta_radius).replace('the variant', 'each substitution')}. "
+            f"{setup_line(made_by)}*")
 
 
 def page_url(headers: dict) -> str | None:

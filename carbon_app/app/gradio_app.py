@@ -1,4 +1,4 @@
-"""Carbon Studio: the Blocks app. The page is the model and tag choices over five tabs; each tab
+"""Carbon Studio: the Blocks app. The page is the model choice over five tabs; each tab
 (`tabs/`) lays itself out and wires its own thin handlers.
 
 Every event that runs a model is in one concurrency group ("model"), so the tabs share
@@ -67,12 +67,8 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
         with gr.Row():
             # choice fields take any value and the service or engine names a wrong one: a widget's own
             # check ("Value: x is not in the list of choices") would log a traceback and name no field
-            model = gr.Dropdown(models, value=models[0] if models else None, label="Model", scale=2, **FREE)
-            species_keys, region_keys = service.tag_choices(models[0] if models else None)
-            species = gr.Dropdown(species_keys, value="none", label="Species tag", scale=1, **FREE,
-                                  info="the tags this model's scheme has")
-            region = gr.Dropdown(region_keys, value="none", label="Region tag", scale=1, **FREE)
-        page = Page(service, model, species, region, examples, hbb)
+            model = gr.Dropdown(models, value=models[0] if models else None, label="Model", **FREE)
+        page = Page(service, model, examples, hbb)
         with gr.Tabs() as tabs:
             with gr.Tab("Design", id="design"):
                 design_tab(page)
@@ -86,19 +82,15 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
                 models_tab(page, demo)
 
         def model_dropdowns(name):
-            """A model's own tags and scoring method: choosing another model offers its tags, clears the old
-            choice and reads its scores the way its quality was measured. A name this server does not serve
-            is refused before anything is looked up (`Service.served`)."""
+            """A model's own tags and scoring setup: choosing another model offers its tags (a design's back at
+            none) and reads its scores the way its quality was measured. A name this server does not serve is
+            refused before anything is looked up (`Service.served`)."""
             try:
-                species_keys, region_keys = service.tag_choices(name)
-                own = page.own_scoring(name)
+                return page.own_scoring(name)
             except CarbonError as exc:
                 fail(exc)
-            return (gr.Dropdown(choices=species_keys, value="none"), gr.Dropdown(choices=region_keys, value="none"),
-                    *own)
 
-        model.change(model_dropdowns, model, [species, region, *page.scoring_fields], api_visibility="private",
-                     queue=False)
+        model.change(model_dropdowns, model, page.setup_fields, api_visibility="private", queue=False)
     return demo
 
 

@@ -242,11 +242,12 @@ class Service:
         return self.scoring_setup(name)["method"]
 
     def scoring_setup(self, name: str | None) -> dict:
-        """A served model's own scoring setup (`model.card.measured_setup`), read without loading it; the
-        Carbon evaluation's where no model is configured."""
+        """A served model's own scoring setup (`model.card.measured_setup`), read without loading it, its frames
+        a number (None there: all k); the Carbon evaluation's where no model is configured."""
         if not self.config.models:
-            return {**CARBON_EVALUATION, "measured": False}
-        return measured_setup(self.model_dir(name))
+            return {**CARBON_EVALUATION, "frames": 6, "measured": False}
+        setup = measured_setup(self.model_dir(name))
+        return {**setup, "frames": setup["frames"] or self.model_facts(name)["k"]}
 
     def unload(self, name: str | None) -> bool:
         return self.manager.unload(self.served(name))
@@ -433,13 +434,14 @@ class Service:
                                 renamed=renamed)
         if summary.partial:  # a shutdown: the page may not hear of it, the server's log does
             log.warning("VCF job %s: %s; outputs kept in %s", folder.name, summary.partial.sentence(), folder)
-        rows = [line.split("\t") for line in tsv_out.read_text().splitlines()[1:]]
+        table = [line for line in tsv_out.read_text().splitlines() if not line.startswith("## ")]  # no provenance
+        rows = [line.split("\t") for line in table[1:]]  # under its header
         index = Path(f"{vcf_out}.tbi")  # made where the records are in coordinate order
         return summary, [str(vcf_out), *([str(index)] if index.exists() else []), str(tsv_out)], rows
 
     def variant_files(self, scored: VariantScore, data: dict) -> list[str]:
         """The aligned tracks (TSV, positions as `scored` has them) and the whole result (`data`, JSON)."""
-        lines = ["column\tref_position\tref_logprob\talt_logprob\tdelta"]
+        lines = [*scored.provenance.comment_lines(), "column\tref_position\tref_logprob\talt_logprob\tdelta"]
         for i, (pos, r, a, d) in enumerate(zip(scored.aligned_ref_pos, scored.aligned_ref_logprobs,
                                                 scored.aligned_alt_logprobs, scored.aligned_delta, strict=True)):
             lines.append("\t".join(["" if v is None else (f"{v:.6f}" if isinstance(v, float) else str(v))

@@ -72,6 +72,9 @@ class TagScheme:
         return self.prefix(next(iter(self.species), None), next(iter(self.regions), None))
 
     def _resolve(self, value: str | None, table: dict[str, str], kind: str) -> str:
+        if value is not None and not isinstance(value, str):  # a client may send anything (a number, a list)
+            raise InputError(f"the {kind} tag must be a name such as {next(iter(table), 'none')} or 'none', "
+                             f"not {type(value).__name__} {str(value)[:40]}")
         if value is None or value.strip().lower() in _NONE:
             return ""
         value = value.strip()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..inference.provenance import Provenance
 from ..inference.spec import ScoringSpec, resolve_spec
 
 RESTARTS = 3  # times Ray brings a dead worker back, each time retrying the chunk it held
@@ -69,6 +70,7 @@ class ModelFacts:
     k: int
     tags: object  # the model's TagScheme
     spec: ScoringSpec  # the job's scoring spec, resolved against the model where it is loaded
+    provenance: Provenance  # the app, the model, its weights and the spec, as the job's outputs name them
 
 
 class Worker:
@@ -91,7 +93,8 @@ class Worker:
         return os.getpid()
 
     def facts(self, settings: dict) -> ModelFacts:
-        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags, resolve_spec(self.bundle, **settings))
+        spec = resolve_spec(self.bundle, **settings)
+        return ModelFacts(self.bundle.name, self.bundle.k, self.bundle.tags, spec, Provenance.of(self.bundle, spec))
 
     def score(self, variants: list, spec: ScoringSpec) -> list:
         from ..genome.scoring import score_batch
@@ -128,7 +131,7 @@ class RayScorer:
             self.facts = ray.get(self.workers[0].facts.remote(options))
         except ray.exceptions.RayActorError as exc:
             raise InputError(f"a Ray worker could not load the model '{model}': {str(exc).splitlines()[0]}") from None
-        self.spec, self.model_name = self.facts.spec, self.facts.name
+        self.spec, self.provenance = self.facts.spec, self.facts.provenance
         self._next = 0
 
     def _worker(self):

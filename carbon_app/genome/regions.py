@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..inference.provenance import Provenance
+from ..inference.spec import resolve_spec
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant
 from .reference import Reference
@@ -91,7 +93,10 @@ def scan_regions(bundle: ModelBundle | None, reference: Reference, bed: str | Pa
     summary = RegionsSummary(regions=len(regions))
     in_flight: deque = deque()
     done = 0
+    spec = None if scorer else resolve_spec(bundle, **options)  # made once, as the workers make theirs
+    made_by = scorer.provenance if scorer else Provenance.of(bundle, spec)
     with open(out, "w") as table:
+        table.writelines(f"{line}\n" for line in made_by.comment_lines())  # what made the table, first
         table.write("\t".join(COLUMNS) + "\n")
 
         def write(region: Region, rows: list | None, problem: str | None) -> None:
@@ -132,7 +137,7 @@ def scan_regions(bundle: ModelBundle | None, reference: Reference, bed: str | Pa
                     in_flight.append((region, None))
                 else:
                     handle = (scorer.submit_scan(region.contig, region.start, region.end) if scorer else
-                              scan_region(bundle, reference, region.contig, region.start, region.end, **options))
+                              scan_region(bundle, reference, region.contig, region.start, region.end, spec=spec))
                     in_flight.append((region, handle))
             drain(scorer.in_flight if scorer else 0)
         drain(0)

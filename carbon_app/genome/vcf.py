@@ -28,6 +28,7 @@ from pathlib import Path
 from ..core.stopping import Stopped, boundary
 from ..core.validate import output_file
 from ..errors import InputError
+from ..inference.provenance import Provenance
 from ..inference.spec import ScoringSpec, resolve_spec
 from ..model.bundle import ModelBundle
 from .coordinates import GenomicVariant, VariantProblem, _checked
@@ -56,6 +57,7 @@ class VcfSummary:
     sorted: bool = True  # records in coordinate order (contigs in blocks, positions rising): can be indexed
     method: str = ""  # the scoring method the deltas were read with (the model's own where none was named)
     spec: ScoringSpec | None = None  # the whole setup, as used
+    provenance: Provenance | None = None  # the app, the model, its weights and the setup, as the headers name them
     partial: Partial | None = None  # where the job stopped, if it stopped part-way (the outputs hold that much)
     resumed: int = 0  # records kept from the partial output this job resumed
     genome: str = ""  # the genome's name and its contigs, to say what a VCF's unknown contigs could be
@@ -179,7 +181,7 @@ def _malformed(fields: list[str]) -> str | None:
     return None
 
 
-def _prepare(vcf_in: Path, clean: Path, settings: str, context: int
+def _prepare(vcf_in: Path, clean: Path, settings: str, context: int, made_by: Provenance
              ) -> tuple[list[int], list[tuple[int, str]], int]:
     """Copy `vcf_in` to `clean` with the Carbon header lines added, contigs and INFO/FORMAT keys the records
     use but the header lacks declared (as htslib would assume them), and lines that are not records left out.
@@ -235,9 +237,11 @@ def _prepare(vcf_in: Path, clean: Path, settings: str, context: int
         'REF_mismatch, symbolic_allele, not_ACGT, mostly_N or beyond_contig">',
         f'##FILTER=<ID={UNSCORED},Description="No ALT of this record could be scored (see {PROBLEM})">',
         f"##carbon_studio=<{settings}>",
+        f"##carbon_studio_version={made_by.app}",
+        f"##carbon_studio_setup={made_by.setup_words}",
     ]
     if context:
-        added.insert(-2, f'##INFO=<ID={CONTEXT},Number=A,Type=Float,Description="Share of the possible substitutions '
+        added.insert(-4, f'##INFO=<ID={CONTEXT},Number=A,Type=Float,Description="Share of the possible substitutions '
                          f'within {context} bases whose {DELTA} is higher: this ALT is more damaging than that share">')
     with open(clean, "w") as out, open(body) as rest:
         out.write("\n".join(header + added + [column_line]) + "\n")
@@ -313,13 +317,15 @@ def score_vcf(bundle: ModelBundle | None, reference: Reference, vcf_in: str | Pa
         if out is not None:
             output_file(out)
     scorer = scorer or LocalScorer(bundle, reference, resolve_spec(bundle, spec, **settings))
-    spec, model_name = scorer.spec, scorer.model_name
-    settings_line = f"model={model_name},genome={reference.name}," + spec.header()
+    spec, made_by = scorer.spec, scorer.provenance
+    # what a resumed job must share with the output it finishes: the model, its weights, the genome, the setup
+    settings_line = f"model={made_by.model},weights={made_by.weights},genome={reference.name}," + spec.header()
     began = time.perf_counter()
-    summary = VcfSummary(method=spec.method, spec=spec, genome=reference.name, genome_contigs=list(reference.lengths))
+    summary = VcfSummary(method=spec.method, spec=spec, genome=reference.name, genome_contigs=list(reference.lengths),
+                         provenance=made_by)
     with tempfile.TemporaryDirectory(dir=vcf_out.parent, prefix=".carbon-") as tmp:
         clean = Path(tmp) / "input.vcf"
-        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings_line, spec.context)
+        line_of, summary.malformed, total_alts = _prepare(vcf_in, clean, settings_line, spec.context, made_by)
         earlier = None
         if resume and vcf_out.is_file():
             earlier = earlier_output(vcf_out, settings_line, line_of)
@@ -393,7 +399,8 @@ class _VcfJob:
         self.records = _records(clean)
         with pysam.VariantFile(str(clean)) as vcf:
             write(str(vcf.header))
-        if tsv:
+        if tsv:  # the table names what made it, as the VCF's header does
+            tsv.writelines(f"{line}\n" for line in self.scorer.provenance.comment_lines())
             tsv.write("\t".join(TSV_COLUMNS) + "\n")
 
     def carry_over(self, earlier_vcf: Path, earlier: Partial, earlier_tsv: Path | None) -> None:
@@ -403,7 +410,7 @@ class _VcfJob:
 
         if self.tsv:
             rows = kept_rows(earlier_tsv, earlier.last_line)
-            next(rows)  # its header: this table has written its own
+            next(rows)  # its first line: this table has written its own header (rows are told by their line)
             self.tsv.writelines(rows)
             self.pending_malformed = [(line, why) for line, why in self.pending_malformed if line > earlier.last_line]
         carried = 0
@@ -504,7 +511,8 @@ class LocalScorer:
     in_flight = 0  # chunks scored ahead of the one being written
 
     def __init__(self, bundle: ModelBundle, reference: Reference, spec: ScoringSpec):
-        self.bundle, self.reference, self.spec, self.model_name = bundle, reference, spec, bundle.name
+        self.bundle, self.reference, self.spec = bundle, reference, spec
+        self.provenance = Provenance.of(bundle, spec)
 
     def submit(self, variants: list[GenomicVariant], step: Callable[[int], None]) -> list[Outcome]:
         return score_batch(self.bundle, self.reference, variants, spec=self.spec, progress=step)
@@ -513,7 +521,7 @@ class LocalScorer:
         return handle
 
 
-ChunkScorer = LocalScorer  # anything with in_flight, spec, model_name, submit(variants, step), result(handle, step)
+ChunkScorer = LocalScorer  # anything with in_flight, spec, provenance, submit(variants, step), result(handle, step)
 
 
 def _tsv_row(**values) -> str:

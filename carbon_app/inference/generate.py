@@ -38,6 +38,7 @@ from .constraints import (
     constrained_logprobs,
 )
 from .marginals import kmer_digits, log_marginals
+from .provenance import Provenance
 from .request import DesignRequest
 from .sampling import SamplingParams, StepMasks, StepNoise, choose, step_logprobs
 from .speculative import MAX_DRAFT, SpeculativeStats, speculative_decode_kmers
@@ -81,6 +82,7 @@ class GenerationResult:
     speculative: SpeculativeStats | None = None  # draft statistics when a draft model proposed tokens
     done: bool = True
     constraints: DesignConstraints | None = None  # enforced while sampling
+    provenance: Provenance | None = None  # the app, the model and its weights, as every design file names them
 
     @property
     def tags(self) -> str:
@@ -313,6 +315,7 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
     k, start = bundle.k, len(plan.fixed_bases)
     kmers, probs, entropy, marginal_steps = [], [], [], []
     began = time.perf_counter()
+    made_by = Provenance.of(bundle)
 
     def result(done: bool) -> GenerationResult:
         chosen = torch.stack(kmers, dim=1).cpu().numpy() if kmers else np.zeros((samples, 0), dtype=np.int64)
@@ -343,6 +346,7 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
             speculative=stats,
             done=done,
             constraints=constraints,
+            provenance=made_by,
         )
 
     for step, (kmer, logprobs) in _decode_steps(strategy, bundle, draft, plan, allowed, request, noise, stats,

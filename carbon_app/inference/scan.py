@@ -46,6 +46,7 @@ from ..model.bundle import ModelBundle
 from ..model.kv import branch, preallocated_cache
 from ..serving.served import on_server
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
+from .provenance import Provenance
 from .score import Variant, frame_windows, pass_tokens, variant_delta_radius, variant_passes
 from .spec import MAX_SCAN_POSITIONS, OWN_RADIUS, ScoringSpec, resolve_spec
 
@@ -64,6 +65,7 @@ class ScanResult:
     frame_bases: int = 0
     delta_radius: int | None = None  # bases either side of each substitution its delta sums (None: the whole window)
     spec: ScoringSpec | None = None  # the setup it was scored with, as used
+    provenance: Provenance | None = None  # the app, the model, its weights and the setup, as its table names them
 
     @property
     def spread(self) -> np.ndarray:
@@ -82,8 +84,10 @@ class ScanResult:
         return out
 
     def to_tsv(self, consequences: list | None = None) -> str:
-        """The rows as a table; with `consequences` (one per row) a consequence column too."""
-        lines = ["position\tref\talt\tdelta_loglik" + ("\tconsequence" if consequences else "")]
+        """The rows as a table, its provenance in the leading ## lines; with `consequences` (one per row) a
+        consequence column too."""
+        lines = [*(self.provenance.comment_lines() if self.provenance else []),
+                 "position\tref\talt\tdelta_loglik" + ("\tconsequence" if consequences else "")]
         for i, (pos, ref, alt, delta) in enumerate(self.rows()):
             lines.append(f"{pos}\t{ref}\t{alt}\t{delta:.6f}" + (f"\t{consequences[i]}" if consequences else ""))
         return "\n".join(lines) + "\n"
@@ -144,7 +148,7 @@ def scan_substitutions(
     return ScanResult(
         start=start, end=end, region=seq[start - 1 : end], window_start=span_lo + 1, window_end=span_hi,
         deltas=deltas, method=spec.method, prompt_text=prompt_text, frame_deltas=frame_deltas,
-        frame_bases=size, delta_radius=spec.delta_radius, spec=spec,
+        frame_bases=size, delta_radius=spec.delta_radius, spec=spec, provenance=Provenance.of(bundle, spec),
     )
 
 

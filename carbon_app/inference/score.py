@@ -69,6 +69,7 @@ from ..model.bundle import ModelBundle
 from ..model.card import CARBON_EVALUATION
 from ..serving.served import on_server
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
+from .provenance import Provenance
 from .spec import (  # noqa: F401 (METHODS, parse_delta_radius: where callers have always found them)
     METHODS,
     OWN_RADIUS,
@@ -320,6 +321,7 @@ class VariantScore:
     spec: ScoringSpec | None = None  # the setup it was scored with, as used
     touched_start: int = 0  # 1-based, inclusive: the bases the change touches along its repeat (`Variant.span`)
     touched_end: int = 0
+    provenance: Provenance | None = None  # the app, the model, its weights and the setup, as every file names them
 
     @property
     def hgvs_name(self) -> str:
@@ -362,6 +364,7 @@ class VariantScore:
         data["frame_spread"] = self.frame_spread
         data["clear_effect"] = self.clear_effect
         data["direction"] = self.direction
+        data["provenance"] = self.provenance.to_dict() if self.provenance else None
         return data
 
 
@@ -605,4 +608,5 @@ def score_variant(
         prompt_ids_ref=forward[0][2],
         prompt_text_alt=dna_prompt(spec.prefix, passes.windows[1], bundle.k),
         prompt_ids_alt=forward[1][2],
+        provenance=Provenance.of(bundle, spec),
     )

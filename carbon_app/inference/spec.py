@@ -2,7 +2,10 @@
 
 A `ScoringSpec` holds every setting that changes a delta (the window, the
 tokenization frames, the strands, the method, the radius the delta is summed
-within, the tags) and the context a delta is ranked in. `resolve_spec` fills
+within, the tags) and the context a delta is ranked in. Tags are part of the
+setup, not of the page: a model's own setup names its tags (none, unless its
+card says otherwise, as Carbon's variant scores were measured), and any tag is a
+difference from it, named beside the score. `resolve_spec` fills
 each setting a caller leaves out (None) with the model's own, the setup its
 quality was measured with (`model.card.measured_setup`), and clamps the window to what the
 model's context holds, by one rule, so the Variant tab, the scan, VCF batches,
@@ -101,8 +104,8 @@ class ScoringSpec:
     def differences(self, measured: ScoringSpec) -> list[str]:
         """The settings in which this spec differs from `measured` (the model's own), in words."""
         words = {"window": "window", "frames": "frames", "strand_average": "strands", "method": "method",
-                 "delta_radius": "radius"}
-        return [f"{words[key]} {_shown(key, getattr(self, key))} (measured: {_shown(key, getattr(measured, key))})"
+                 "delta_radius": "radius", "species": "species tag", "region": "region tag"}
+        return [f"{words[key]} {_shown(key, getattr(self, key))} (model's own: {_shown(key, getattr(measured, key))})"
                 for key in SETTINGS if getattr(self, key) != getattr(measured, key)]
 
 
@@ -111,6 +114,8 @@ def _shown(key: str, value) -> str:
         return "both" if value else "one"
     if key == "delta_radius":
         return "whole window" if value is None else f"{value} bases"
+    if key in ("species", "region"):
+        return value or "none"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
@@ -149,9 +154,12 @@ def resolve_spec(bundle, spec: ScoringSpec | None = None, *, window=None, frames
     method = check_method(own["method"] if method is None else method)
     delta_radius = checked_delta_radius(own["delta_radius"], delta_radius)
     asked = whole_number(own["window"] if window is None else window, "the window (bases)", 1)
-    prefix = bundle.tags.prefix(species, region)
+    species = own.get("species") if species is None else species  # "none" (the page's) is no tag
+    region = own.get("region") if region is None else region
+    prefix = bundle.tags.prefix(species, region)  # each checked: a tag the scheme lacks is named
     room = context_room_bases(bundle, prefix)
-    species, region = (None if not key or key.strip().lower() == "none" else key.strip() for key in (species, region))
+    species = species.strip() if bundle.tags.species_tag(species) else None  # a "none" word: no tag
+    region = region.strip() if bundle.tags.region_tag(region) else None
     return ScoringSpec(window=min(asked, room), frames=frames,
                        strand_average=bool(own["strand_average"] if strand_average is None else strand_average),
                        method=method, delta_radius=delta_radius, species=species, region=region,

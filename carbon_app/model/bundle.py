@@ -60,6 +60,11 @@ class ModelBundle(Context):
     graph_pools: OrderedDict = field(default_factory=OrderedDict)  # graphs.GraphPool kept between runs
 
     @property
+    def weights(self) -> str:
+        """Which weights these are: the hub commit or the weight files' checksum (`ModelCard.weights`)."""
+        return self.card.weights
+
+    @property
     def held_bytes(self) -> int:
         """The weights and the KV buffers kept with their CUDA graphs for the next run."""
         return self.n_bytes + sum(pool.n_bytes for pool in list(self.graph_pools.values()))

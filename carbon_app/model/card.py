@@ -3,23 +3,28 @@
 
 A model directory without `scoring.json` is read as its `eval.json` measured it (older demo cards), else
 with the Carbon evaluation's setup (spec section 7): one window of 8 kb centred on the variant, one strand,
-the reference FNS marginals over the whole window, in every tokenization frame.
+the reference FNS marginals over the whole window, in every tokenization frame, no species or region tag.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import re
 from pathlib import Path
 
 from ..errors import ModelError
 
 SCORING_FILE = "scoring.json"
-SETTINGS = ("window", "frames", "strand_average", "method", "delta_radius")
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
+_HUB_SNAPSHOT = re.compile(r"(?:^|/)snapshots/([0-9a-f]{40})$")  # huggingface_hub's cache: .../snapshots/<commit>
+SETTINGS = ("window", "frames", "strand_average", "method", "delta_radius", "species", "region")
 
 #: The Carbon evaluation's setup (spec section 7), for a model that names none of its own. frames None: all k.
+#: No tags: variant scores were measured untagged (tags are a design feature), and a tag moves every delta.
 CARBON_EVALUATION = {"window": 8000, "frames": None, "strand_average": False, "method": "marginal",
-                     "delta_radius": None}
+                     "delta_radius": None, "species": None, "region": None}
 
 
 def measured_setup(model_dir: Path) -> dict:
@@ -72,12 +77,36 @@ def measured_group_quality(model_dir: Path) -> dict[str, dict[str, float]]:
             if isinstance(variants.get(task), dict) and isinstance(variants[task].get("auroc"), dict)}
 
 
+def weights_identity(model_dir: Path) -> str:
+    """Which weights a model directory holds, as a result names them (one word): the hub commit of a hub
+    snapshot ("hub-commit:<commit>"), else the SHA-256 of its weight files ("sha256:<hex>", the files in name
+    order; read once, at about 1 GB/s); "no weight files" for a directory that holds none (a model a server runs)."""
+    model_dir = Path(model_dir).resolve()
+    commit = _HUB_SNAPSHOT.search(model_dir.as_posix())
+    if commit:
+        return f"hub-commit:{commit[1]}"
+    files = sorted({path for pattern in WEIGHT_FILES for path in model_dir.glob(pattern)})
+    if not files:
+        return "no weight files"
+    digest = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as weights:
+            while piece := weights.read(1 << 22):
+                digest.update(piece)
+    return f"sha256:{digest.hexdigest()}"
+
+
 class ModelCard:
     """A model directory's own word on itself, read once, when the model is first asked (a damaged
     `scoring.json` is named then, not at load)."""
 
     def __init__(self, model_dir: Path):
         self.model_dir = Path(model_dir)
+
+    @functools.cached_property
+    def weights(self) -> str:
+        """Which weights these are (`weights_identity`): named in every result's provenance."""
+        return weights_identity(self.model_dir)
 
     @functools.cached_property
     def quality(self) -> dict | None:

@@ -83,6 +83,11 @@ class ServedModel(Context):
         self._lock = threading.Lock()
         self._rows: OrderedDict[tuple[int, ...], torch.Tensor] = OrderedDict()  # prefix -> k-mer log-probs
 
+    @property
+    def weights(self) -> str:
+        """Which weights these are: the server's, named by where they are served (a server says no checksum)."""
+        return f"served:{self.served.model}@{self.served.url}"
+
     def describe(self) -> dict:
         return {"name": self.name, "server": self.served.url, "served_as": self.served.model,
                 "context_tokens": self.max_tokens, "context_bases": self.max_bases, "k": self.k,

@@ -12,6 +12,7 @@ import gradio as gr
 
 from ...assets import ASSETS
 from ...errors import InputError
+from ...inference.spec import OWN_RADIUS
 from ...model.hub import on_zero_gpu
 from .. import formatting as fmt
 from ..model_thread import on_model_thread, stops_when_dropped
@@ -89,17 +90,52 @@ def _with_keywords(signature: inspect.Signature, names) -> inspect.Signature:
 
 @dataclass
 class Page:
-    """The service and the choices at the top of the page that every tab reads."""
+    """The service and the model choice at the top of the page, and the fields of each tab that are set to
+    the chosen model's own whenever the model changes."""
 
     service: Service
     model: gr.Dropdown
-    species: gr.Dropdown
-    region: gr.Dropdown
     examples: dict  # assets/examples/hbb.json
     hbb: str  # the worked example's bases
     scoring: list = field(default_factory=list)  # the tabs' scoring dropdowns, set to each chosen model's own
     windows: list = field(default_factory=list)  # the tabs' window fields, likewise
     strands: list = field(default_factory=list)  # the tabs' strand-averaging boxes, likewise
+    frames: list = field(default_factory=list)  # the tabs' frame counts, likewise
+    radii: list = field(default_factory=list)  # the tabs' delta radii, likewise
+    scoring_tags: list = field(default_factory=list)  # (species, region) of each scoring tab: the model's own tags
+    design_tags: list = field(default_factory=list)  # (species, region) of the Design tab: none until chosen
+
+    def tag_dropdowns(self, scoring: bool) -> tuple[gr.Dropdown, gr.Dropdown]:
+        """A tab's own species and region tags, offering the model's scheme. A scoring tab's start as the
+        model's own setup names them (none for Carbon's measured setup: a tag moves every score, so it is a
+        choice made for one scoring run, on its tab, and named beside the score); a design's start at none."""
+        species_keys, region_keys = self.service.tag_choices(None)
+        setup = self.service.scoring_setup(None)
+        info = ("the model's own setup has none: its quality was measured without tags, and a tag changes every "
+                "score" if scoring else "the tags this model's scheme has")
+        species = gr.Dropdown(species_keys, value=(setup["species"] if scoring else None) or "none",
+                              label="Species tag", **FREE, info=info)
+        region = gr.Dropdown(region_keys, value=(setup["region"] if scoring else None) or "none",
+                             label="Region tag", **FREE)
+        (self.scoring_tags if scoring else self.design_tags).append((species, region))
+        return species, region
+
+    def more_setup(self) -> dict:
+        """The scoring setup's settings a tab folds away (tags, frames, the delta's radius), each set to the
+        model's own, by the names the engine takes them."""
+        setup = self.service.scoring_setup(None)
+        with gr.Accordion("More of the scoring setup: tags, frames, radius (the model's own unless changed)",
+                          open=False):
+            species, region = self.tag_dropdowns(scoring=True)
+            with gr.Row():
+                frames = gr.Number(label="Tokenization frames averaged", value=setup["frames"],
+                                   info="1 to k (6); set to the model's own")
+                radius = gr.Textbox(label="Delta radius (bases either side, or 'whole')",
+                                    value=radius_text(setup["delta_radius"]), info="set to the model's own")
+        self.frames.append(frames)
+        self.radii.append(radius)
+        return {"species": species, "region": region, "frames": frames, "delta_radius": radius}
+
 
     def scoring_dropdown(self) -> gr.Dropdown:
         """A variant-scoring method choice, set to the model's own (the method its held-out measurement was
@@ -124,11 +160,22 @@ class Page:
         return box
 
     def own_scoring(self, name: str | None) -> list:
-        """The updates that set every scoring field of the page to model `name`'s own setup."""
+        """The updates that set every field of `setup_fields` to model `name`'s own: its scoring setup, and its
+        tag scheme's choices (the design's tags back at none)."""
         setup = self.service.scoring_setup(name)
+        species_keys, region_keys = self.service.tag_choices(name)
+
+        def tags(species, region) -> list:
+            return [gr.Dropdown(choices=species_keys, value=species or "none"),
+                    gr.Dropdown(choices=region_keys, value=region or "none")]
+
         return ([gr.Dropdown(choices=SCORING, value=setup["method"]) for _ in self.scoring]
                 + [gr.Number(value=setup["window"]) for _ in self.windows]
-                + [gr.Checkbox(value=bool(setup["strand_average"])) for _ in self.strands])
+                + [gr.Checkbox(value=bool(setup["strand_average"])) for _ in self.strands]
+                + [gr.Number(value=setup["frames"]) for _ in self.frames]
+                + [gr.Textbox(value=radius_text(setup["delta_radius"])) for _ in self.radii]
+                + [update for _ in self.scoring_tags for update in tags(setup["species"], setup["region"])]
+                + [update for _ in self.design_tags for update in tags(None, None)])
 
     @property
     def model_queue(self) -> dict:
@@ -164,8 +211,10 @@ class Page:
                             trigger_mode="always_last", inputs_kwargs=by_name, **self.model_queue)
 
     @property
-    def scoring_fields(self) -> list:
-        return [*self.scoring, *self.windows, *self.strands]
+    def setup_fields(self) -> list:
+        """Every field set to the chosen model's own, in `own_scoring`'s order."""
+        return [*self.scoring, *self.windows, *self.strands, *self.frames, *self.radii,
+                *(box for pair in [*self.scoring_tags, *self.design_tags] for box in pair)]
 
     @classmethod
     def load_examples(cls) -> tuple[dict, str]:
@@ -180,6 +229,14 @@ class Page:
     def genomes(self) -> list[str]:
         return list(self.service.config.genomes)
 
-    @property
-    def choices(self) -> list:
-        return [self.model, self.species, self.region]
+
+def scoring_extras(frames=None, delta_radius=None) -> dict:
+    """The folded settings of `Page.more_setup` as the service takes them: a field left empty (or an API client
+    that sends none) is the model's own."""
+    return {"frames": None if frames in (None, "") else frames,
+            "delta_radius": OWN_RADIUS if delta_radius in (None, "") else delta_radius}
+
+
+def radius_text(radius: int | None) -> str:
+    """A delta radius as its field shows it: a number of bases, or "whole" (the whole window)."""
+    return "whole" if radius is None else str(radius)

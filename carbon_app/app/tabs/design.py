@@ -82,6 +82,8 @@ def design_tab(page: Page) -> None:
                               placeholder="e.g. NNNNNNNNNTAA or RYRYRY…")
             mask_status = gr.Markdown("No mask: every position may be any base.")
         with gr.Column(scale=2):
+            with gr.Row():
+                species, region = page.tag_dropdowns(scoring=False)
             mode = gr.Dropdown([("base level (FNS)", "bp"), ("6-mer token", "token")], value="bp", label="Mode",
                                **FREE)
             # plain number fields, no widget limits: the engine checks each value and names the field
@@ -102,7 +104,7 @@ def design_tab(page: Page) -> None:
                     constraint_fields.update({field.name: constraint_input(field) for field in kind.fields})
         flank = gr.Textbox(label="Downstream flank (ranks designs with it)", placeholder="bases that follow the insert")
     example_inputs = {"prompt": prompt, "n_bases": n_bases, "mask": mask, "temperature": temperature,
-                      "species": page.species, "region": page.region, **constraint_fields}
+                      "species": species, "region": region, **constraint_fields}
     gr.Examples([[example.get(name, _value_before_typing(component)) for name, component in example_inputs.items()]
                  for example in EXAMPLES.values()],
                 inputs=list(example_inputs.values()), example_labels=list(EXAMPLES), label="Examples (fill the form)")
@@ -165,8 +167,8 @@ def design_tab(page: Page) -> None:
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
 
-    inputs = [*page.choices, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed, samples,
-              speculative]
+    inputs = [page.model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
+              samples, speculative]
     outputs = [sequences_html, confidence, checks, prompt_info, status, files, logo, fasta_copy, design_json]
     # the progress bar sits on the status line: over the designs it would hide their first lines as they stream
     running = page.run_on_click(run, design, inputs, outputs, "generate", progress_on=[status],

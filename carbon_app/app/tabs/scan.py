@@ -8,7 +8,7 @@ from ...errors import CarbonError
 from .. import formatting as fmt
 from ..plots import consequence_figure, scan_figure
 from ..service import Service
-from .common import Page, fail, sequence_inputs
+from .common import Page, fail, scoring_extras, sequence_inputs
 
 
 def scan_tab(page: Page) -> None:
@@ -23,6 +23,7 @@ def scan_tab(page: Page) -> None:
             window = page.window_number("Window (bases)")
             strand = page.strand_checkbox()
             method = page.scoring_dropdown()
+            more = page.more_setup()
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,…",
                              info="names each substitution's consequence")
             button = gr.Button("Scan every substitution", variant="primary")
@@ -40,19 +41,20 @@ def scan_tab(page: Page) -> None:
 
     @page.runs_model
     def scan(model, species, region, sequence, upload, start, end, window, method, cds=None, strand=None,
-             progress=gr.Progress()):  # noqa: B008
+             progress=gr.Progress(), **named):  # noqa: B008
+        # frames and the delta's radius come by name: API clients written before them still work
         try:
             record = Service.record(sequence, upload, "sequence")
             progress(0, desc="scoring every substitution")
             result, consequences = service.scan(
                 model, record.sequence, start, end, cds, record.coding, window=window, species=species,
                 region=region, method=method, strand_average=None if strand is None else bool(strand),
-                progress=lambda done: progress(done, desc="scoring every substitution"))
+                **scoring_extras(**named), progress=lambda done: progress(done, desc="scoring every substitution"))
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
             else result.rows()
-        text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(model, result),
+        text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(result),
                              fmt.trust_note(service.model(model), result.spec, fmt.variant_group(species)),
                              fmt.RESEARCH_NOTE])
         by_consequence = consequence_figure(result, consequences) if consequences else None
@@ -60,5 +62,7 @@ def scan_tab(page: Page) -> None:
                 block: fmt.sequence_block(result.region, result.start, title="the region scanned"),
                 summary: text, download: service.scan_file(result, consequences), raw: {"rows": rows}}
 
-    page.run_on_click(button, scan, [*page.choices, sequence, upload, start, end, window, method, cds, strand],
-                 [heatmap, by_class, block, summary, download, raw], "scan")
+    page.run_on_click(button, scan, [page.model, more["species"], more["region"], sequence, upload, start, end,
+                                     window, method, cds, strand],
+                      [heatmap, by_class, block, summary, download, raw], "scan",
+                      by_name={"frames": more["frames"], "delta_radius": more["delta_radius"]})

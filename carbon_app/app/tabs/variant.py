@@ -9,7 +9,7 @@ from ...errors import CarbonError, InputError
 from .. import formatting as fmt
 from ..plots import site_figure, variant_figure
 from ..service import DEMO_GENOME, NO_GENOME, Service
-from .common import FREE, Page, fail, sequence_inputs
+from .common import FREE, Page, fail, radius_text, scoring_extras, sequence_inputs
 
 CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
 LINK_CONTEXT_BASES = CONTEXT_BASES  # the widest context a shared link runs on opening, without a click
@@ -33,6 +33,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
             window = page.window_number("Window (bases, centred on the variant)")
             strand = page.strand_checkbox()
             method = page.scoring_dropdown()
+            more = page.more_setup()
             cds = gr.Textbox(label="Coding sequence (optional)", placeholder="1187..1278,1409..1631,…",
                              info="a start, exons or complement(…): names the consequence; a GenBank upload's CDS "
                                   "is used when empty")
@@ -69,17 +70,18 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         raw = gr.JSON()
 
     def score_one(model, species, region, reference, upload, change, alternate, window, strand, method, genome,
-                  cds, context, request, progress):
+                  cds, context, request, progress, frames=None, delta_radius=None):
         """A variant in a pasted sequence or at a genome's coordinates: the verdict, plots, table, files and a
         link as soon as the delta is known, then the verdict again with the delta's context."""
-        options = dict(window=window, strand_average=bool(strand), species=species, region=region, method=method)
+        options = dict(window=window, strand_average=bool(strand), species=species, region=region, method=method,
+                       **scoring_extras(frames, delta_radius))
 
         def ranking(done: float) -> None:
             progress(done, desc="ranking among nearby substitutions")  # one line on a phone
 
         def verdict_text(report, genomic, context_note: str) -> str:
             return "\n\n".join([fmt.variant_markdown(report, genomic, context_note),
-                                 fmt.score_provenance(model, report.score),
+                                 fmt.score_provenance(report.score),
                                  fmt.trust_note(service.model(model), report.score.spec,
                                                 fmt.variant_group(species, genome)), fmt.RESEARCH_NOTE])
 
@@ -93,14 +95,16 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                                      "pasted sequence (or choose the genome 'none' to score within it)")
                 stages = service.score_at_stages(model, genome, change, cds, context, ranking, **options)
                 here = fmt.page_url(dict(request.headers) if request else {})
-                link = fmt.share_link(here, genome=genome, variant=(change or "").strip(), model=model, window=window,
-                                      strand=int(bool(strand)), cds=cds, context=context)
+                link = None  # made from the setup as used, once the score says what it was
             else:
                 record = Service.record(reference, upload, "reference sequence")
                 stages = ((None, report) for report in service.score_stages(
                     model, record.sequence, change, alternate, cds, record.coding, context, ranking, **options))
                 link = "*A link to a result needs a genome (a pasted sequence is too long for a link).*"
             for genomic, report in stages:
+                if link is None:  # every setting that changes the number, as used: the link reproduces it
+                    link = fmt.share_link(here, genome=genome, variant=(change or "").strip(), model=model, cds=cds,
+                                          context=context, **link_setup(report.score.spec))
                 data = report.to_dict()
                 if genomic:  # the contig's positions, over the cut window's own
                     data = {**data, **genomic.to_dict()}
@@ -117,9 +121,10 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
     @page.runs_model
     def variant(model, species, region, reference, upload, change, alternate, window, strand, method,
                 genome=NO_GENOME, cds=None, context=CONTEXT_BASES, request: gr.Request = None,
-                progress=gr.Progress()):  # noqa: B008
+                progress=gr.Progress(), **named):  # noqa: B008
+        # frames and the delta's radius come by name: API clients written before them still work
         yield from score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
-                             genome, cds, context, request, progress)
+                             genome, cds, context, request, progress, **named)
 
     def from_link(request: gr.Request):
         """The tab's inputs from the page's URL (?genome=…&variant=…): a shared link opens on them."""
@@ -146,30 +151,49 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         if not runs:
             fields[verdict] = (f"*This link asks for a context of {fmt.plain(asked_context)} bases, more than a link "
                                f"runs by itself ({LINK_CONTEXT_BASES}): press **Score variant** to run it.*")
-        # a setting the link leaves out stays the model's own
+        # a setting the link leaves out stays the model's own; one it names is shown as it is written (the
+        # engine names a wrong one)
         if "window" in query:
             fields[window] = number("window", None)
         if "strand" in query:
             fields[strand] = query["strand"] == "1"
+        if "frames" in query:
+            fields[more["frames"]] = number("frames", None)
+        for key, box in (("method", method), ("species", more["species"]), ("region", more["region"]),
+                         ("radius", more["delta_radius"])):
+            if key in query:
+                fields[box] = query[key]
         return {**fields, page.model: chosen} if chosen in page.models else fields
 
     @page.runs_model
     def variant_from_link(run, model, species, region, reference, upload, change, alternate, window, strand, method,
-                          genome, cds, context, request: gr.Request, progress=gr.Progress()):  # noqa: B008
+                          genome, cds, context, frames, delta_radius, request: gr.Request,
+                          progress=gr.Progress()):  # noqa: B008
         if not run:
             # a plain visit: nothing to score and nothing shown changes ({} alone would be read as one JSON
             # value for the eight outputs, and raise in the app on every page load)
             yield {verdict: gr.skip()}
             return
         yield from score_one(model, species, region, reference, upload, change, alternate, window, strand, method,
-                             genome, cds, context, request, progress)
+                             genome, cds, context, request, progress, frames, delta_radius)
 
-    inputs = [*page.choices, reference, upload, change, alternate, window, strand, method, genome, cds, context]
+    inputs = [page.model, more["species"], more["region"], reference, upload, change, alternate, window, strand,
+              method, genome, cds, context]
+    by_name = {"frames": more["frames"], "delta_radius": more["delta_radius"]}
     outputs = [verdict, tracks, site, track_table, files, share, around, raw]
-    page.run_on_click(button, variant, inputs, outputs, "score_variant", progress_on=working)
+    page.run_on_click(button, variant, inputs, outputs, "score_variant", progress_on=working, by_name=by_name)
     # a shared link (?genome=…&variant=…) opens this tab on its inputs and scores them
     run_from_link = gr.State(False)
-    demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, cds, context, reference,
-                                run_from_link, verdict], api_visibility="private", queue=False).then(
-        variant_from_link, [run_from_link, *inputs], outputs, api_visibility="private", show_progress_on=working,
-        **page.model_queue)
+    demo.load(from_link, None, [tabs, page.model, genome, change, window, strand, method, *more.values(), cds,
+                                context, reference, run_from_link, verdict], api_visibility="private",
+              queue=False).then(
+        variant_from_link, [run_from_link, *inputs, *by_name.values()], outputs, api_visibility="private",
+        show_progress_on=working, **page.model_queue)
+
+
+def link_setup(spec) -> dict:
+    """Every setting of a score's setup that changes its number, as a link carries it (read back by
+    `from_link`): the link reproduces the score even if the model's own setup later changes."""
+    return {"window": spec.window, "strand": int(spec.strand_average), "method": spec.method,
+            "frames": spec.frames, "radius": radius_text(spec.delta_radius), "species": spec.species or "none",
+            "region": spec.region or "none"}

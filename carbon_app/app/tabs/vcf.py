@@ -12,7 +12,7 @@ from .. import formatting as fmt
 from ..plots import vcf_figure
 from ..progress import progress_line
 from ..service import DEMO_GENOME
-from .common import FREE, Page, fail
+from .common import FREE, Page, fail, scoring_extras
 
 
 def vcf_tab(page: Page) -> None:
@@ -36,6 +36,7 @@ def vcf_tab(page: Page) -> None:
             window = page.window_number("Window (bases)")
             strand = page.strand_checkbox()
             method = page.scoring_dropdown()
+            more = page.more_setup()
             context = gr.Number(label="Context (bases either side, 0 = off)", value=0,
                                 info="adds CARBON_CONTEXT: the share of nearby substitutions each ALT is more "
                                      "damaging than")
@@ -63,12 +64,12 @@ def vcf_tab(page: Page) -> None:
                                                     strand_average=bool(strand), species=species, region=region,
                                                     method=method, context=context,
                                                     genome_upload=named.get("genome_file"),
-                                                    renaming=named.get("renaming"))
+                                                    renaming=named.get("renaming"),
+                                                    **scoring_extras(named.get("frames"), named.get("delta_radius")))
         except (CarbonError, ValueError, OSError) as exc:
             fail(exc)
-        made = (f"*Scored with model **{model}** on **{fmt.plain(result.genome)}**; species `{species}`, "
-                f"region `{region}`. "
-                f"{result.spec.sentence()}" + (f" Context ±{context}." if context else "")
+        made = (f"*Scored with model **{model}** on **{fmt.plain(result.genome)}**. {result.spec.sentence()}"
+                + (f" Context ±{context}." if context else "") + f" {fmt.setup_line(result.provenance)}"
                 + " (Also in the VCF's header.)*")
         text = "\n\n".join([fmt.vcf_markdown(result), made,
                               fmt.trust_note(service.model(model), result.spec, fmt.variant_group(species, genome)),
@@ -77,6 +78,8 @@ def vcf_tab(page: Page) -> None:
         return {summary: text, plot: gr.Plot(figure, visible=figure is not None), table: fmt.vcf_rows(rows),
                 files: paths}
 
-    page.run_on_click(button, score, [*page.choices, genome, upload, window, strand, method, context],
-                      [summary, plot, table, files], "score_vcf", by_name={"genome_file": genome_file,
-                                                                          "renaming": renaming})
+    page.run_on_click(button, score, [page.model, more["species"], more["region"], genome, upload, window, strand,
+                                      method, context],
+                      [summary, plot, table, files], "score_vcf",
+                      by_name={"genome_file": genome_file, "renaming": renaming, "frames": more["frames"],
+                               "delta_radius": more["delta_radius"]})
