@@ -17,8 +17,9 @@ import threading
 import time
 from contextlib import contextmanager
 
+from .. import settings
 from ..core.validate import output_file, whole_number
-from ..errors import CarbonError, InputError
+from ..errors import CarbonError, InputError, report_bug
 from ..inference.constraints import FIELDS as CONSTRAINT_FIELDS
 from ..inference.spec import METHODS, OWN_RADIUS, parse_delta_radius
 from .exports import design_name, design_settings, designs_fasta, designs_genbank
@@ -184,7 +185,7 @@ def _bundle(args):
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda was asked for, but no CUDA GPU is available")
-    server = args.server or os.environ.get("CARBON_SERVER")
+    server = args.server or settings.get("CARBON_SERVER")
     if server:
         from ..model.hub import default_model_name
         from ..serving.served import connect
@@ -315,7 +316,7 @@ def _progress_bar(unit: str):
             bar.update(done - bar.n)
 
         return bar, progress
-    lines = _ProgressLines(unit, float(os.environ.get("CARBON_PROGRESS_EVERY_S") or 10))
+    lines = _ProgressLines(unit, settings.get("CARBON_PROGRESS_EVERY_S"))
     return lines, lines
 
 
@@ -388,7 +389,7 @@ def _ray_scorer(args, reference, options: dict):
     from ..distributed.ray_jobs import RayScorer
     from ..model.hub import default_model_name
 
-    if args.server or os.environ.get("CARBON_SERVER"):
+    if args.server or settings.get("CARBON_SERVER"):
         raise InputError("--ray and a server (--server, CARBON_SERVER) both say where the model runs: choose one "
                          "(Ray workers each load the model; a server batches every request itself)")
     workers = whole_number(args.workers, "--workers", 1)
@@ -476,7 +477,7 @@ def _models(args) -> dict:
     from ..model.hub import HUB_MODELS, bundled_models
 
     data = {"bundled": bundled_models(), "hub": {k: v for k, v in HUB_MODELS.items()},
-            "default": os.environ.get("CARBON_MODEL") or (bundled_models() or [None])[0]}
+            "default": settings.get("CARBON_MODEL") or (bundled_models() or [None])[0]}
     if not args.json:
         for name in data["bundled"]:
             print(f"bundled  {name}")
@@ -495,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..model.manager import out_of_memory_as_error
 
         hf_logging.disable_progress_bar()
+        settings.check_all()  # a bad value is named before any work
         handler = {"generate": _generate, "score": _score, "score-vcf": _score_vcf, "scan-regions": _scan_regions,
                    "scan": _scan,
                    "tokenize": _tokenize, "models": _models}[args.command]
@@ -506,9 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug: still one line, never a traceback for the user
-        print(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-              file=sys.stderr)
+    except Exception as exc:  # a bug: its traceback logged (stderr) under an id, then one line that names the id
+        said = report_bug(exc, f"the {args.command} command", lambda text: print(text, file=sys.stderr))
+        print(f"error: {said}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(data))

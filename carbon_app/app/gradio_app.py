@@ -10,22 +10,21 @@ with an inference server (`Page.model_queue`); every event has an `api_name` for
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
 import time
 
 import gradio as gr
 
+from .. import settings
 from ..assets import ASSETS
 from ..core import stopping
-from ..core.validate import whole_number
-from ..errors import CarbonError, InputError
+from ..errors import InputError
 from ..model.manager import ModelManager
 from . import formatting as fmt
 from . import model_thread
 from .service import AppConfig, Service
-from .tabs.common import FREE, Page, fail
+from .tabs.common import FREE, Page, guarded
 from .tabs.design import design_tab
 from .tabs.models import models_tab
 from .tabs.scan import scan_tab
@@ -81,14 +80,12 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             with gr.Tab("Models", id="models"):
                 models_tab(page, demo)
 
+        @guarded
         def model_dropdowns(name):
             """A model's own tags and scoring setup: choosing another model offers its tags (a design's back at
             none) and reads its scores the way its quality was measured. A name this server does not serve is
             refused before anything is looked up (`Service.served`)."""
-            try:
-                return page.own_scoring(name)
-            except CarbonError as exc:
-                fail(exc)
+            return page.own_scoring(name)
 
         model.change(model_dropdowns, model, page.setup_fields, api_visibility="private", queue=False)
     return demo
@@ -148,11 +145,11 @@ def launch() -> None:
     CARBON_AUTH names users. SIGTERM stops it without losing finished work (`stop_on_sigterm`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     log.setLevel(logging.INFO)
-    auth = sign_ins(os.environ.get("CARBON_AUTH"))
-    host = os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0")
-    port = whole_number(os.environ.get("GRADIO_SERVER_PORT", "7860"), "GRADIO_SERVER_PORT", 1, 65535)
+    settings.check_all()  # a bad value is named now, before the models load
+    auth = sign_ins(settings.get("CARBON_AUTH"))
+    host, port = settings.get("GRADIO_SERVER_NAME"), settings.get("GRADIO_SERVER_PORT")
     check_port_free(host, port)  # before the models load, which takes a while
-    grace = whole_number(os.environ.get("CARBON_SHUTDOWN_GRACE_S", "25"), "CARBON_SHUTDOWN_GRACE_S", 0)
+    grace = settings.get("CARBON_SHUTDOWN_GRACE_S")
     manager = ModelManager()
     config = AppConfig.from_env()
     service = Service(manager, config)
@@ -160,14 +157,14 @@ def launch() -> None:
     if config.server:  # named at start when it cannot be reached or serves another model; kept connected
         for name in config.models:
             service.model(name)
-    elif os.environ.get("CARBON_PRELOAD", "1") != "0":
+    elif settings.get("CARBON_PRELOAD"):
         for name in config.models:
             bundle = model_thread.call(manager.get, name)  # loaded where requests will run it
             if bundle.draft:
                 model_thread.call(manager.get, bundle.draft)
     demo = build_app(service=service)
     # api_open=False: a queued event is reached only through the queue, so its bound holds for every client
-    demo.queue(max_size=int(os.environ.get("CARBON_QUEUE_SIZE", "32")), default_concurrency_limit=1, api_open=False)
+    demo.queue(max_size=settings.get("CARBON_QUEUE_SIZE"), default_concurrency_limit=1, api_open=False)
     stop_on_sigterm(grace)
     demo.launch(css=CSS, server_name=host, server_port=port, max_file_size=f"{5}mb",
                 allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)], auth=auth)

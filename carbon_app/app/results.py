@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.validate import real_number, whole_number
+from .. import settings
 
 RECENT_S = 600  # a folder written to this recently may belong to a job that is still running
 
@@ -28,10 +28,8 @@ class Retention:
 
     @classmethod
     def from_env(cls) -> Retention:
-        hours = real_number(os.environ.get("CARBON_RESULTS_MAX_AGE_HOURS", "24"), "CARBON_RESULTS_MAX_AGE_HOURS",
-                            0, above_low=True)
-        megabytes = whole_number(os.environ.get("CARBON_RESULTS_MAX_MB", "2048"), "CARBON_RESULTS_MAX_MB", 1)
-        return cls(max_age_s=hours * 3600, max_bytes=megabytes * 2**20)
+        return cls(max_age_s=settings.get("CARBON_RESULTS_MAX_AGE_HOURS") * 3600,
+                   max_bytes=settings.get("CARBON_RESULTS_MAX_MB") * 2**20)
 
     def sentence(self) -> str:
         return (f"results are kept {self.max_age_s / 3600:g} hours, and at most {self.max_bytes / 2**20:,.0f} MB "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import settings
 from ..assets import ASSETS
 from ..core import stopping
 from ..core.align import anchored, shared_ends
@@ -83,16 +83,14 @@ class AppConfig:
         released = space_models()
         if not configured:
             configured = released or ([default_model_name()] if bundled_models() else [])
-        out = Path(os.environ.get("CARBON_OUTPUT_DIR") or tempfile.mkdtemp(prefix="carbon-studio-"))
+        out = Path(settings.get("CARBON_OUTPUT_DIR") or tempfile.mkdtemp(prefix="carbon-studio-"))
         out.mkdir(parents=True, exist_ok=True)
         genomes = configured_references() or {DEMO_GENOME: ASSETS / "examples" / "hbb.fa"}
-        max_alts = whole_number(os.environ.get("CARBON_VCF_MAX_ALTS", "5000"), "CARBON_VCF_MAX_ALTS", 1)
-        expanded = whole_number(os.environ.get("CARBON_VCF_MAX_EXPANDED_MB", "64"), "CARBON_VCF_MAX_EXPANDED_MB", 1)
-        reads = whole_number(os.environ.get("CARBON_MAX_JOB_READS", "150000"), "CARBON_MAX_JOB_READS", 1)
-        at_once = whole_number(os.environ.get("CARBON_SERVER_CONCURRENCY", "16"), "CARBON_SERVER_CONCURRENCY", 1, 256)
-        return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=max_alts, max_job_reads=reads,
+        expanded = settings.get("CARBON_VCF_MAX_EXPANDED_MB")
+        return cls(models=configured, output_dir=out, genomes=genomes, max_vcf_alts=settings.get("CARBON_VCF_MAX_ALTS"),
+                   max_job_reads=settings.get("CARBON_MAX_JOB_READS"),
                    upload_limits=UploadLimits(expanded_bytes=expanded * 2**20), retention=Retention.from_env(),
-                   server=os.environ.get("CARBON_SERVER", "").strip() or None, server_concurrency=at_once,
+                   server=settings.get("CARBON_SERVER"), server_concurrency=settings.get("CARBON_SERVER_CONCURRENCY"),
                    released=bool(released))
 
 

@@ -13,6 +13,7 @@ import os
 import threading
 from pathlib import Path
 
+from .. import settings
 from ..errors import InputError
 
 _MITOCHONDRION = {"M", "MT", "CHRM", "CHRMT"}
@@ -89,7 +90,7 @@ class ContigBases:
 
 def configured_references(text: str | None = None) -> dict[str, Path]:
     """`CARBON_REFERENCES` (`NAME=PATH,NAME=PATH`) as {name: path}; each entry checked for its form."""
-    text = os.environ.get("CARBON_REFERENCES", "") if text is None else text
+    text = (settings.get("CARBON_REFERENCES") or "") if text is None else text
     found: dict[str, Path] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, sep, path = item.partition("=")

@@ -27,7 +27,6 @@ a larger run's graphs read its own cache and go with it.
 
 from __future__ import annotations
 
-import os
 import warnings
 import weakref
 from collections import OrderedDict
@@ -35,6 +34,7 @@ from collections.abc import Callable
 
 import torch
 
+from .. import settings
 from .decoder import LeanDecoder
 from .kv import is_preallocated
 
@@ -50,14 +50,14 @@ MAX_GRAPHED_TOKENS = 16
 
 
 def graphs_enabled() -> bool:
-    return os.environ.get("CARBON_CUDA_GRAPHS", "1") != "0"
+    return settings.get("CARBON_CUDA_GRAPHS")
 
 
 _compile_failure: str | None = None  # why compiling failed in this process, if it did: then it is not tried again
 
 
 def compile_enabled() -> bool:
-    return os.environ.get("CARBON_COMPILE", "1") != "0" and _compile_failure is None
+    return settings.get("CARBON_COMPILE") and _compile_failure is None
 
 
 class GraphPool:

@@ -16,9 +16,9 @@ that name and never the server's path, and every lookup of the name finds the di
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from .. import settings
 from ..assets import ASSETS
 from ..errors import ModelError
 
@@ -45,7 +45,7 @@ def space_models() -> list[str]:
     """On a Hugging Face Space (SPACE_ID set) where neither CARBON_MODEL nor CARBON_MODELS is set: the released
     model its hardware runs (`SPACE_MODELS`; a ZeroGPU Space, SPACES_ZERO_GPU, has a GPU for each request);
     elsewhere none."""
-    if not os.environ.get("SPACE_ID") or configured_models():
+    if not settings.get("SPACE_ID") or configured_models():
         return []
     import torch
 
@@ -55,7 +55,7 @@ def space_models() -> list[str]:
 def on_zero_gpu() -> bool:
     """Whether this is a ZeroGPU Space (SPACES_ZERO_GPU, as the `spaces` package reads it): a GPU is lent to
     each call of a function wrapped in spaces.GPU."""
-    return os.environ.get("SPACES_ZERO_GPU", "").lower() in {"1", "t", "true"}
+    return settings.is_on("SPACES_ZERO_GPU")
 
 
 def bundled_models() -> list[str]:
@@ -80,7 +80,7 @@ def configured_models() -> dict[str, str]:
     """The models CARBON_MODELS (else CARBON_MODEL) names, in order, each as {the name a client sees: where
     it is}: a bundled name or hub id as itself, a local directory by its folder's name or by NAME in a
     `NAME=PATH` entry."""
-    return dict(_entries(os.environ.get("CARBON_MODELS", "").strip() or os.environ.get("CARBON_MODEL", "")))
+    return dict(_entries(settings.get("CARBON_MODELS") or settings.get("CARBON_MODEL") or ""))
 
 
 def _entries(text: str) -> list[tuple[str, str]]:
@@ -92,7 +92,7 @@ def _source(name: str) -> str:
     """Where the model `name` is: the path of a local directory CARBON_MODELS or CARBON_MODEL names so, else
     `name` itself."""
     for key in ("CARBON_MODELS", "CARBON_MODEL"):
-        for shown, source in _entries(os.environ.get(key, "")):
+        for shown, source in _entries(settings.get(key) or ""):
             if shown == name:
                 return source
     return name
@@ -114,7 +114,7 @@ def model_role(model_dir: Path) -> dict:
 
 def default_model_name() -> str:
     """The model CARBON_MODEL names (by the name a client sees), else the bundled demo target."""
-    configured = os.environ.get("CARBON_MODEL", "").strip()
+    configured = settings.get("CARBON_MODEL")
     if configured:
         return _named(configured)[0]
     return bundled_default()
@@ -176,7 +176,7 @@ def _hub_snapshot(name: str, files: list[str]) -> Path:
         return Path(snapshot_download(repo, revision=revision, allow_patterns=files, local_files_only=True))
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
         pass
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}:
+    if settings.is_on("HF_HUB_OFFLINE"):
         raise ModelError(
             f"model '{repo}' (revision {revision}) is not in the local Hugging Face cache and "
             "HF_HUB_OFFLINE is set: download it first or point to a local directory"

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import torch
 
-from ..core.validate import real_number
+from .. import settings
 from ..errors import ModelError
 from .bundle import ModelBundle, default_device, default_dtype, load_bundle, weights_bytes
 from .hub import default_model_name, draft_for, looks_like_hub_id, resolve_model_dir
@@ -45,9 +45,9 @@ def out_of_memory_as_error(what: str) -> Iterator[None]:
 
 
 def _default_budget(device: torch.device) -> int:
-    configured = os.environ.get("CARBON_MEMORY_BUDGET_GB")
+    configured = settings.get("CARBON_MEMORY_BUDGET_GB")
     if configured:
-        return int(real_number(configured, "CARBON_MEMORY_BUDGET_GB (GiB)", 0, above_low=True) * 2**30)
+        return int(configured * 2**30)
     if device.type == "cuda":
         return int(torch.cuda.get_device_properties(device).total_memory * 0.85)
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.5)

@@ -8,11 +8,11 @@ unreachable server within seconds, and never writes its API key anywhere.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass
 
+from .. import settings
 from ..errors import CarbonError
 
 RETRIED = {429, 502, 503, 504}  # busy or restarting: worth another try after a pause
@@ -45,9 +45,9 @@ class ServerClient:
         self.url = re.sub(r"/v1$", "", url.strip().rstrip("/"))
         if not re.match(r"^https?://[^/\s]+", self.url):
             raise ServerError(f"the server '{url[:80]}' is not an http:// or https:// address")
-        key = api_key if api_key is not None else os.environ.get("CARBON_SERVER_API_KEY")
+        key = api_key if api_key is not None else settings.get("CARBON_SERVER_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        timeout = timeout_s or float(os.environ.get("CARBON_SERVER_TIMEOUT_S") or 300)
+        timeout = timeout_s or settings.get("CARBON_SERVER_TIMEOUT_S")
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout, connect=5.0))
         self.tries = tries
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import math
-import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -27,9 +26,9 @@ from pathlib import Path
 
 import torch
 
+from .. import settings
 from ..core.tags import TagScheme
 from ..core.tokens import CarbonTokenizer
-from ..core.validate import whole_number
 from ..errors import ScoresUnavailable
 from ..model.bundle import Context
 from ..model.card import ModelCard
@@ -251,5 +250,4 @@ def connect(url: str, model: str, api_key: str | None = None, served_as: str | N
                        tokenizer=tokenizer, tags=tags, max_tokens=context, card=ModelCard(path), server=server,
                        served=served, vocab_size=int(config.vocab_size),
                        takes_designs=server.takes_designs(served.model, tokenizer.open_id),
-                       in_flight=whole_number(os.environ.get("CARBON_SERVER_IN_FLIGHT") or IN_FLIGHT,
-                                              "CARBON_SERVER_IN_FLIGHT", 1), info={"server": server.url})
+                       in_flight=settings.get("CARBON_SERVER_IN_FLIGHT"), info={"server": server.url})

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from ...assets import ASSETS
-from ...errors import InputError
+from ...core.stopping import Stopped
+from ...errors import CarbonError, InputError, report_bug
 from ...inference.spec import OWN_RADIUS
 from ...model.hub import on_zero_gpu
 from .. import formatting as fmt
@@ -46,10 +47,12 @@ def fail(exc: Exception):
     raise gr.Error(html.escape(str(exc), quote=False), print_exception=False)
 
 
-def bounded_text(fn):
-    """`fn` (a function or a generator function) refusing, before it starts, any text a client sends that is
-    longer than MAX_PASTE_CHARS, named by its field: whatever a field means, nothing in it is read further
-    (each field's own bound, derived from what it means, is checked where it is read)."""
+def guarded(fn):
+    """`fn` (a handler: a function or a generator function) refusing, before it starts, any text a client sends
+    that is longer than MAX_PASTE_CHARS, named by its field (whatever a field means, nothing in it is read
+    further; each field's own bound is checked where it is read), and answering in one sentence whatever stops
+    it: a person's mistake (`CarbonError`) as its message, a bug as "internal error <id>", the bug logged whole
+    under that id (`errors.report_bug`). A message already made (gr.Error) and a stop pass as they are."""
     names = list(inspect.signature(fn).parameters)
 
     def check(args, kwargs) -> None:
@@ -58,17 +61,30 @@ def bounded_text(fn):
                 fail(InputError(f"the {name.replace('_', ' ')} field is {len(value):,} characters; the limit is "
                                 f"{MAX_PASTE_CHARS:,}"))
 
+    def answer(exc: Exception):
+        if isinstance(exc, (gr.Error, Stopped)):
+            raise exc
+        if isinstance(exc, CarbonError):
+            fail(exc)
+        raise gr.Error(report_bug(exc, f"the page's {fn.__name__}"), print_exception=False) from None
+
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def steps(*args, **kwargs):
             check(args, kwargs)
-            yield from fn(*args, **kwargs)
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - each kind answered as `answer` says
+                answer(exc)
         return steps
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         check(args, kwargs)
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - each kind answered as `answer` says
+            answer(exc)
     return run
 
 
@@ -189,7 +205,7 @@ class Page:
         """A handler that runs a model, stopped when its request is cancelled or its tab closed: in this
         process on the model thread (`on_gpu`); with a server on a thread of its own, so that many users'
         requests reach the server at once."""
-        fn = bounded_text(fn)
+        fn = guarded(fn)
         if self.service.config.server:
             return stops_when_dropped(fn, heartbeat=gr.skip())
         return on_gpu(fn)

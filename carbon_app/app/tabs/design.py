@@ -14,7 +14,7 @@ from .. import formatting as fmt
 from ..exports import design_settings, designs_fasta
 from ..plots import confidence_figure, logo_figure
 from ..service import Service
-from .common import FREE, Page, bounded_text, fail, sequence_inputs
+from .common import FREE, Page, guarded, sequence_inputs
 
 #: the first 60 residues of Aequorea victoria GFP (UniProt P42212), for the constrained-design example
 GFP_FRAGMENT = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
@@ -127,45 +127,42 @@ def design_tab(page: Page) -> None:
         # the constraints' fields and the flank come by name (each constraint names its own) and have
         # defaults, so API clients written before them still work
         flank = named.pop("flank", None)
-        try:
-            constraints = DesignConstraints.from_options(**named)
-            prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
-            if flank:  # named before any work, not after the designs are made
-                Service.sequence(flank, None, "downstream flank", allow_empty=True)
-            # numbers go on as the form sent them: the request layer checks every field and names it
-            options = dict(mask=mask, species=species, region=region, mode=mode, temperature=temperature,
-                           top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8,
-                           constraints=constraints)
-            if constraints.fixed_length():
-                n_bases = None  # a constraint sets the length (a protein: 3 bases a residue), as its field says
-            for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
-                progress(len(result.sequences[0]) / result.n_bases, desc="generating")
-                shown = {sequences_html: fmt.bases_html(result.prompt, result.fixed_bases, result.sequences,
-                                                        result.mask)}
-                if not result.done:  # the last run's results go while this one streams
-                    yield {**shown, confidence: None, logo: None, checks: "", prompt_info: "", files: None,
-                           design_json: None,
-                           fasta_copy: "", status: f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}"}
-                    continue
-                try:
-                    reports = service.design_reports(result, flank)
-                    checks_text = fmt.report_markdown(reports)
-                except ModelError as exc:  # no room for the checks' pass: the designs made stand without them
-                    reports, checks_text = [], f"*The checks were not run: {fmt.plain(exc)}. The designs are shown " \
-                                               "without them.*"
-                done = {**shown, confidence: confidence_figure(result.base_probs, result.base_entropy,
-                                                               result.sequences),
-                        checks: checks_text, prompt_info: fmt.prompt_info(result),
-                        status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
-                        files: service.design_files(result, reports), fasta_copy: designs_fasta(result),
-                        design_json: {"settings": design_settings(result), **result.to_dict(), "reports": reports}}
-                # the logo is the largest output (four bars a base, the whole design): the designs and their checks
-                # go first, the logo follows
-                yield {**done, logo: None}
-                if result.base_marginals is not None:
-                    yield {**done, logo: logo_figure(result.base_marginals[0])}
-        except (CarbonError, ValueError, OSError) as exc:
-            fail(exc)
+        constraints = DesignConstraints.from_options(**named)
+        prompt_bases = Service.sequence(prompt, upload, "prompt", allow_empty=True)
+        if flank:  # named before any work, not after the designs are made
+            Service.sequence(flank, None, "downstream flank", allow_empty=True)
+        # numbers go on as the form sent them: the request layer checks every field and names it
+        options = dict(mask=mask, species=species, region=region, mode=mode, temperature=temperature,
+                       top_k=top_k, top_p=top_p, seed=seed, samples=samples, stream_every=8,
+                       constraints=constraints)
+        if constraints.fixed_length():
+            n_bases = None  # a constraint sets the length (a protein: 3 bases a residue), as its field says
+        for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
+            progress(len(result.sequences[0]) / result.n_bases, desc="generating")
+            shown = {sequences_html: fmt.bases_html(result.prompt, result.fixed_bases, result.sequences,
+                                                    result.mask)}
+            if not result.done:  # the last run's results go while this one streams
+                yield {**shown, confidence: None, logo: None, checks: "", prompt_info: "", files: None,
+                       design_json: None,
+                       fasta_copy: "", status: f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}"}
+                continue
+            try:
+                reports = service.design_reports(result, flank)
+                checks_text = fmt.report_markdown(reports)
+            except ModelError as exc:  # no room for the checks' pass: the designs made stand without them
+                reports, checks_text = [], f"*The checks were not run: {fmt.plain(exc)}. The designs are shown " \
+                                           "without them.*"
+            done = {**shown, confidence: confidence_figure(result.base_probs, result.base_entropy,
+                                                           result.sequences),
+                    checks: checks_text, prompt_info: fmt.prompt_info(result),
+                    status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
+                    files: service.design_files(result, reports), fasta_copy: designs_fasta(result),
+                    design_json: {"settings": design_settings(result), **result.to_dict(), "reports": reports}}
+            # the logo is the largest output (four bars a base, the whole design): the designs and their checks
+            # go first, the logo follows
+            yield {**done, logo: None}
+            if result.base_marginals is not None:
+                yield {**done, logo: logo_figure(result.base_marginals[0])}
 
     inputs = [page.model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
               samples, speculative]
@@ -175,5 +172,5 @@ def design_tab(page: Page) -> None:
                                 by_name={**constraint_fields, "flank": flank})
     # stops the design at its next streamed update and frees what it held (as closing the tab does)
     stop.click(None, None, None, cancels=[running], api_visibility="private")
-    gr.on([mask.change, n_bases.change], bounded_text(mask_check), [mask, n_bases], mask_status, api_name="check_mask",
+    gr.on([mask.change, n_bases.change], guarded(mask_check), [mask, n_bases], mask_status, api_name="check_mask",
           queue=False)

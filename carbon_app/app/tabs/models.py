@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ...errors import CarbonError
 from .. import formatting as fmt
 from ..model_thread import on_model_thread
-from .common import FREE, Page, fail
+from .common import FREE, Page, guarded
 
 
 def models_tab(page: Page, demo: gr.Blocks) -> None:
@@ -36,6 +35,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
     with gr.Accordion("The full model card", open=False):
         card = gr.Markdown()
 
+    @guarded
     def models_info():
         # server paths stay on the server (and a "path" key would read as a file to gradio_client)
         loaded = [{k: v for k, v in m.items() if k != "path"} for m in manager.loaded()]
@@ -48,32 +48,24 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
             "memory_budget_bytes": manager.memory_budget_bytes, "memory_free_bytes": manager.free_bytes(),
             "server": service.server_status(), "notice": service.config.notice}
 
+    @guarded
     def model_card(name):
-        try:
-            return service.model_card(name)
-        except CarbonError as exc:
-            fail(exc)
+        return service.model_card(name)
 
+    @guarded
     def model_summary(name):
-        try:
-            return fmt.model_summary(**service.model_facts(name))
-        except CarbonError as exc:
-            fail(exc)
+        return fmt.model_summary(**service.model_facts(name))
 
     @on_model_thread
+    @guarded
     def load(name):
-        try:
-            service.model(name)
-        except CarbonError as exc:
-            fail(exc)
+        service.model(name)
         return models_info()
 
     @on_model_thread
+    @guarded
     def unload(name):
-        try:
-            service.unload(name)
-        except CarbonError as exc:
-            fail(exc)
+        service.unload(name)
         return models_info()
 
     shown = [table, pairing, status]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ...errors import CarbonError
 from .. import formatting as fmt
 from ..plots import consequence_figure, scan_figure
 from ..service import Service
-from .common import Page, fail, scoring_extras, sequence_inputs
+from .common import Page, scoring_extras, sequence_inputs
 
 
 def scan_tab(page: Page) -> None:
@@ -43,15 +42,12 @@ def scan_tab(page: Page) -> None:
     def scan(model, species, region, sequence, upload, start, end, window, method, cds=None, strand=None,
              progress=gr.Progress(), **named):  # noqa: B008
         # frames and the delta's radius come by name: API clients written before them still work
-        try:
-            record = Service.record(sequence, upload, "sequence")
-            progress(0, desc="scoring every substitution")
-            result, consequences = service.scan(
-                model, record.sequence, start, end, cds, record.coding, window=window, species=species,
-                region=region, method=method, strand_average=None if strand is None else bool(strand),
-                **scoring_extras(**named), progress=lambda done: progress(done, desc="scoring every substitution"))
-        except (CarbonError, ValueError, OSError) as exc:
-            fail(exc)
+        record = Service.record(sequence, upload, "sequence")
+        progress(0, desc="scoring every substitution")
+        result, consequences = service.scan(
+            model, record.sequence, start, end, cds, record.coding, window=window, species=species,
+            region=region, method=method, strand_average=None if strand is None else bool(strand),
+            **scoring_extras(**named), progress=lambda done: progress(done, desc="scoring every substitution"))
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
             else result.rows()
         text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(result),

@@ -113,7 +113,7 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
                                   track_table: fmt.track_rows(shown), share: link, around: fmt.variant_blocks(shown)}
                 yield {**drawn, verdict: verdict_text(report, genomic, fmt.ranking_pending(context) if context else ""),
                        files: service.variant_files(shown, data), raw: data}
-        except (CarbonError, ValueError, OSError) as exc:
+        except CarbonError as exc:
             if report is not None:  # the delta is on the page and stays there; the context line says why it stopped
                 yield {verdict: verdict_text(report, genomic, f"not ranked: {fmt.plain(exc)}")}
             fail(exc)

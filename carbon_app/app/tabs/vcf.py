@@ -7,12 +7,11 @@ import time
 import gradio as gr
 
 from ...assets import ASSETS
-from ...errors import CarbonError
 from .. import formatting as fmt
 from ..plots import vcf_figure
 from ..progress import progress_line
 from ..service import DEMO_GENOME
-from .common import FREE, Page, fail, scoring_extras
+from .common import FREE, Page, scoring_extras
 
 
 def vcf_tab(page: Page) -> None:
@@ -59,15 +58,12 @@ def vcf_tab(page: Page) -> None:
         def tell(done: int, total: int) -> None:
             progress(done / max(total, 1), desc=progress_line(done, total, "ALT alleles", time.monotonic() - began))
 
-        try:
-            result, paths, rows = service.score_vcf(model, genome, upload, progress=tell, window=window,
-                                                    strand_average=bool(strand), species=species, region=region,
-                                                    method=method, context=context,
-                                                    genome_upload=named.get("genome_file"),
-                                                    renaming=named.get("renaming"),
-                                                    **scoring_extras(named.get("frames"), named.get("delta_radius")))
-        except (CarbonError, ValueError, OSError) as exc:
-            fail(exc)
+        result, paths, rows = service.score_vcf(model, genome, upload, progress=tell, window=window,
+                                                strand_average=bool(strand), species=species, region=region,
+                                                method=method, context=context,
+                                                genome_upload=named.get("genome_file"),
+                                                renaming=named.get("renaming"),
+                                                **scoring_extras(named.get("frames"), named.get("delta_radius")))
         made = (f"*Scored with model **{model}** on **{fmt.plain(result.genome)}**. {result.spec.sentence()}"
                 + (f" Context ±{context}." if context else "") + f" {fmt.setup_line(result.provenance)}"
                 + " (Also in the VCF's header.)*")
