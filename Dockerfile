@@ -20,7 +20,7 @@ ARG TORCH=torch==2.11.0
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cu130
 
 # MALLOC_ARENA_MAX: the server's worker threads otherwise each keep a malloc arena; with 2 the
-# resident memory of a long mixed load levels off about 150 MB lower (measured with carbon_app.tools.soak).
+# resident memory of a long mixed load levels off about 150 MB lower (measured with benchmarks.soak).
 # Every path the server writes lies under /data: the model cache, the results it serves, and the uploads and
 # temporary files (Gradio's cache, TMPDIR); the rest of the container can be read-only (docker run --read-only).
 ENV PYTHONUNBUFFERED=1 \

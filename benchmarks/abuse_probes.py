@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from carbon_app.tools.soak import rss_mb, start_app  # noqa: E402
+from benchmarks.soak import rss_mb, start_app  # noqa: E402
 
 HUGE = 10 * 2**20  # the 10 MB field of the original probe
 

@@ -70,7 +70,7 @@ def carbon_tokenizer_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def compact_model_dir(tmp_path_factory) -> Path:
-    from carbon_app.tools.synthetic import write_model_dir
+    from tests.synthetic import write_model_dir
 
     return write_model_dir(tmp_path_factory.mktemp("models") / "compact", seed=1)
 
@@ -78,7 +78,7 @@ def compact_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def carbon_model_dir(tmp_path_factory, carbon_tokenizer_dir) -> Path:
     """Full released layout: 155,776 ids, first DNA id 151669, tied embeddings."""
-    from carbon_app.tools.synthetic import write_model_dir
+    from tests.synthetic import write_model_dir
 
     return write_model_dir(
         tmp_path_factory.mktemp("models") / "carbon", layout="carbon", text_tokenizer_dir=carbon_tokenizer_dir, seed=2
@@ -132,7 +132,7 @@ def service(demo_manager, tmp_path_factory):
 
 def launch_app(out_dir: Path, **env_extra):
     """A launched app (process, url) on the bundled models, as the Docker image runs it; its log in out_dir."""
-    from carbon_app.tools.soak import start_app
+    from benchmarks.soak import start_app
 
     try:
         return start_app(out_dir / "app.log", **{"CARBON_MODEL": "", "CARBON_OUTPUT_DIR": str(out_dir),
@@ -171,7 +171,7 @@ def client(server):
 def vllm_serving(log_dir: Path, model: str = "assets/models/carbon-demo"):
     """`deploy/vllm/serve.sh` on `model`, as the README starts it: its URL while the block runs (the test skips
     where there is no vLLM environment, and fails with vLLM's log where it does not start)."""
-    from carbon_app.tools.server_bench import VLLM_PYTHON, start_vllm, stop_vllm
+    from benchmarks.server_bench import VLLM_PYTHON, start_vllm, stop_vllm
 
     if not VLLM_PYTHON.exists():
         pytest.skip(f"no vLLM environment at {VLLM_PYTHON} (deploy/vllm/install-cpu.sh makes it)")

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.soak import rss_mb
 from carbon_app.app.formatting import METHOD_WORDS, delta_radius_words
 from carbon_app.inference.generate import generate
 from carbon_app.inference.request import MAX_SAMPLES
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
-from carbon_app.tools.soak import rss_mb
 from tests.conftest import REPO, launch_app
 
 pytestmark = pytest.mark.integration  # every test here talks to a launched server
@@ -534,7 +534,7 @@ def test_a_ranking_that_cannot_run_leaves_the_delta_and_says_why(tmp_path):
 
 
 def test_soak_script_reports_a_short_run():
-    from carbon_app.tools.soak import main as soak_main
+    from benchmarks.soak import main as soak_main
 
     report = soak_main(["--seconds", "8", "--clients", "2", "--max-requests", "12"])
     assert report["served"] > 0 and report["errors"] == 0

@@ -16,13 +16,13 @@ import re
 import pytest
 import torch
 
+from benchmarks.soak import start_app
 from carbon_app.inference.generate import generate
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
 from carbon_app.model.manager import ModelManager
-from carbon_app.tools.soak import start_app
-from carbon_app.tools.synthetic import write_model_dir
 from tests.conftest import random_dna
+from tests.synthetic import write_model_dir
 
 pytest.importorskip("gradio_client")  # a GPU host may lack the app's libraries; the engine's GPU tests do not
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from carbon_app.tools import bench
+from benchmarks import bench
 
 
 def _params(layers: int, hidden: int, ffn: int, heads: int, kv_heads: int, head_dim: int, vocab: int = 155_776,
@@ -59,8 +59,8 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, 
     and a run that stops partway has already written what it measured."""
     import json
 
-    from carbon_app.tools import gpu_report as module
-    from carbon_app.tools.gpu_report import gpu_report, report_table, speculative_bounds
+    from benchmarks import gpu_report as module
+    from benchmarks.gpu_report import gpu_report, report_table, speculative_bounds
 
     out = tmp_path / "gpu" / "latest.json"
     report = gpu_report("cpu", ["tiny"], out, repeats=1, run_tests=False)
@@ -118,7 +118,7 @@ def test_the_gpu_report_runs_every_gpu_test_on_a_host_without_the_app_libraries(
     """The report's test run collects only the files holding GPU tests, so a GPU host without the app's own
     libraries (gradio, pysam, ...: a child interpreter here that cannot import them) still runs them all
     (here, without CUDA, all skip); collecting the whole suite there stops at its first import error."""
-    from carbon_app.tools.gpu_report import gpu_tests
+    from benchmarks.gpu_report import gpu_tests
 
     repo = Path(__file__).resolve().parents[1]
     whole = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "tests"], cwd=repo,
@@ -134,7 +134,7 @@ def test_the_gpu_report_runs_every_gpu_test_on_a_host_without_the_app_libraries(
 
 _MEMORY_CHILD = """
 import mmap, sys
-from carbon_app.tools.gpu_report import peak_anonymous_rss
+from benchmarks.gpu_report import peak_anonymous_rss
 path, size = sys.argv[1], int(sys.argv[2])
 
 def read_mapped():
@@ -168,7 +168,7 @@ def test_the_anonymous_memory_peak_counts_a_host_copy_but_not_a_memory_mapped_fi
 def test_a_random_model_directory_is_written_in_one_command_and_loads_like_a_checkpoint(tmp_path, capsys):
     from carbon_app.inference.generate import generate
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.tools.synthetic import main
+    from tests.synthetic import main
 
     main([str(tmp_path / "tiny"), "--shape", "tiny", "--context", "256"])
     assert "wrote a random tiny Carbon-format model" in capsys.readouterr().out

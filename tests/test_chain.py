@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from carbon_app.training import chain as chain_module
-from carbon_app.training.chain import CHAINS, Stage, run_chain, state
+from training import chain as chain_module
+from training.chain import CHAINS, Stage, run_chain, state
 
 from .test_training import _tiny_training_data
 
@@ -42,7 +42,7 @@ def test_a_chain_makes_each_stage_once_resumes_a_stopped_run_and_refuses_what_an
     record = json.loads((onwards / "training.json").read_text())
     assert [run["config"]["name"] for run in record["lineage"]] == ["first"]  # begun from the stage before
     assert record["mix_rows"]["teacher"] == str(tmp_path / "runs" / "first" / "model")
-    assert all(stage.log.read_text().startswith("$ python -m carbon_app.training.") for stage in stages)
+    assert all(stage.log.read_text().startswith("$ python -m training.") for stage in stages)
 
     weights = (onwards / "model.safetensors").read_bytes()
     run_chain(stages)  # everything made: nothing runs again
@@ -82,7 +82,7 @@ def test_a_chain_checks_every_command_first_and_stops_at_a_failing_stage_with_it
     typo = Stage("train", stages[2].args.replace("--steps 2", "--steps 0"))
     with pytest.raises(SystemExit):
         run_chain([*stages[:2], typo])
-    assert "stage 3 of the chain (carbon_app.training.train): error: argument --steps" in capsys.readouterr().err
+    assert "stage 3 of the chain (training.train): error: argument --steps" in capsys.readouterr().err
     assert not stages[0].log.exists()  # the last stage's mistake found before the first ran
 
     missing = Stage("train", stages[0].args.replace("--name first", f"--name second --init {tmp_path / 'nowhere'}"))

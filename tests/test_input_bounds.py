@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from carbon_app.app.service import MAX_PASTE_CHARS
-from carbon_app.app.tabs.common import bounded_text
+from carbon_app.app.tabs.common import guarded
 from carbon_app.core.dna import BASES, MAX_RECORD_FILE_BYTES, read_fasta
 from carbon_app.errors import InputError
 from carbon_app.inference.constraints import JUNCTION, DesignConstraints
@@ -123,7 +123,7 @@ def test_the_page_refuses_any_text_past_the_paste_limit_by_its_field_before_the_
         ran.append(model)
         yield prompt
 
-    checked = bounded_text(design)
+    checked = guarded(design)
     assert list(checked("m", "ACGT", avoid="EcoRI")) == ["ACGT"]
     with pytest.raises(gr.Error, match=f"the avoid field is {MAX_PASTE_CHARS + 1:,} characters; the limit is "
                                        f"{MAX_PASTE_CHARS:,}"):

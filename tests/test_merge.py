@@ -11,11 +11,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from carbon_app.training import merge as merge_module
-from carbon_app.training.data import Record
-from carbon_app.training.train import TrainConfig, train, training_lineage
-from carbon_app.training.variant_sets import variant_sets
 from tests.conftest import random_dna
+from training import merge as merge_module
+from training.data import Record
+from training.train import TrainConfig, train, training_lineage
+from training.variant_sets import variant_sets
 
 from .test_training import _coding_gene, _tiny_training_data
 
@@ -65,8 +65,8 @@ def test_a_merge_is_the_weighted_average_of_its_parents_and_says_so(two_runs):
 
 
 def test_a_run_continued_from_a_merge_rebuilds_from_commands_that_give_the_same_merge(two_runs, monkeypatch):
-    from carbon_app.training import train as train_module
-    from carbon_app.training.evaluate import lineage_commands
+    from training import train as train_module
+    from training.evaluate import lineage_commands
 
     tmp_path, cfg, start, onwards = two_runs
     merged = merge_module.merge(start, onwards, 0.5, "half", str(tmp_path / "runs"))
@@ -75,9 +75,9 @@ def test_a_run_continued_from_a_merge_rebuilds_from_commands_that_give_the_same_
     assert [r["config"]["name"] for r in lineage] == ["half", "after"]
     commands = lineage_commands(lineage)
     # each parent's runs once (the start they share too), then the merge of their outputs, then the run after
-    assert [shlex.split(c)[2] for c in commands] == ["carbon_app.training.train"] * 2 + [
-        "carbon_app.training.merge", "carbon_app.training.train"]
-    assert commands[2] == (f"python -m carbon_app.training.merge --name half --base {start} --other {onwards} "
+    assert [shlex.split(c)[2] for c in commands] == ["training.train"] * 2 + [
+        "training.merge", "training.train"]
+    assert commands[2] == (f"python -m training.merge --name half --base {start} --other {onwards} "
                            f"--weight 0.5 --out-root {tmp_path / 'runs'}")
     assert f" --init {merged} " in commands[3]
     before = (merged / "model.safetensors").read_bytes()
@@ -114,7 +114,7 @@ def test_a_merge_that_cannot_be_made_is_refused_by_name(two_runs, capsys, change
 
 
 def test_compare_reads_each_model_on_the_validation_sets_and_names_missing_ones(two_runs, tmp_path, capsys):
-    from carbon_app.training import compare
+    from training import compare
 
     _, _, start, onwards = two_runs
     genome, gene = _coding_gene(1)
@@ -158,8 +158,8 @@ def test_compare_reads_recovery_beside_the_markov_baseline_and_names_what_it_lac
     themselves are what a high-order Markov model has by heart, so that baseline must recover nearly all of them."""
     import shutil
 
-    from carbon_app.training import compare
-    from carbon_app.training.data import WINDOW
+    from training import compare
+    from training.data import WINDOW
 
     fixture_root, _, start, onwards = two_runs
     trained = fixture_root / "data"

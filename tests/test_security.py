@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from carbon_app.tools.soak import start_app
+from benchmarks.soak import start_app
 
 pytestmark = pytest.mark.integration  # a launched server
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def layout_model_dir(tmp_path_factory, carbon_tokenizer_dir):
-    from carbon_app.tools.synthetic import write_model_dir
+    from tests.synthetic import write_model_dir
 
     return write_model_dir(tmp_path_factory.mktemp("models") / "carbon-small", "small", layout="carbon",
                            text_tokenizer_dir=carbon_tokenizer_dir, seed=2)

@@ -16,7 +16,7 @@ from carbon_app.inference.marginals import log_marginals
 @pytest.fixture(scope="module")
 def other_draft(tmp_path_factory):
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.tools.synthetic import write_model_dir
+    from tests.synthetic import write_model_dir
 
     return load_bundle(str(write_model_dir(tmp_path_factory.mktemp("draft") / "d", seed=7)))
 

@@ -18,9 +18,10 @@ import pytest
 import torch
 
 from carbon_app.core.dna import BASES, reverse_complement
-from carbon_app.training import data as demo_data
-from carbon_app.training.annotation import Transcript, read_exon_table, read_gtf
-from carbon_app.training.data import (
+from tests.conftest import random_dna
+from training import data as demo_data
+from training.annotation import Transcript, read_exon_table, read_gtf
+from training.data import (
     WINDOW,
     Record,
     _choose_tags,
@@ -32,8 +33,8 @@ from carbon_app.training.data import (
     split_bounds,
     write_dataset,
 )
-from carbon_app.training.evaluate import MarkovModel, accuracy, auroc
-from carbon_app.training.losses import (
+from training.evaluate import MarkovModel, accuracy, auroc
+from training.losses import (
     UNKNOWN_BEFORE,
     bases_before,
     holds_stop,
@@ -45,14 +46,13 @@ from carbon_app.training.losses import (
     stop_loss,
     stop_table,
 )
-from carbon_app.training.variant_sets import (
+from training.variant_sets import (
     coding_variants,
     splice_dinucleotide_change,
     splice_dinucleotide_shares,
     splice_variants,
     variant_sets,
 )
-from tests.conftest import random_dna
 
 
 def test_gtf_transcripts_keep_exons_cds_stop_codon_and_biotype(tmp_path):
@@ -133,7 +133,7 @@ def test_stop_gain_synonymous_and_splice_variants_are_what_they_say(strand):
 
 
 def test_the_evaluation_reads_every_method_and_radius_from_one_scoring_of_each_variant(compact, monkeypatch):
-    from carbon_app.training.evaluate import model_delta, model_deltas
+    from training.evaluate import model_delta, model_deltas
 
     context = "ATGGTGCATCTGACTCCTGAGGAGAAGTCTGCCGTTACTGCCCTGTGGGGCAAGGTGAACGTGGATGAAGTTGGTGGTGAGG" * 2
     variants = ["40:G>T", "81:G>A", "120:C>T"]
@@ -153,7 +153,7 @@ def test_the_evaluation_reads_every_method_and_radius_from_one_scoring_of_each_v
 
 
 def test_an_snv_makes_or_breaks_splice_dinucleotides_read_on_either_strand():
-    from carbon_app.training.evaluate import dinucleotide_delta
+    from training.evaluate import dinucleotide_delta
 
     def snv(context: str, pos: int, alt: str, kind: str = "k") -> dict:
         return {"context": context, "context_pos": pos, "ref": context[pos - 1], "alt": alt, "group": "g",
@@ -223,7 +223,7 @@ def test_an_exon_table_gene_gets_its_longest_orf_as_a_flagged_cds_never_a_held_o
     held-out coding set is read from annotated CDS only."""
     from Bio.Seq import Seq
 
-    from carbon_app.training.annotation import MIN_ORF, inferred_frame_check, longest_orf, with_inferred_cds
+    from training.annotation import MIN_ORF, inferred_frame_check, longest_orf, with_inferred_cds
 
     rng = random.Random(3)
     sense = [c for c in (a + b + c for a in "ACGT" for b in "ACGT" for c in "ACGT") if c not in ("TAA", "TAG", "TGA")]
@@ -259,7 +259,7 @@ def test_auroc_counts_ties_half():
 
 @pytest.mark.integration  # trains a model
 def test_evaluate_names_what_a_draft_only_measurement_lacks(tmp_path, capsys):
-    from carbon_app.training.evaluate import main as evaluate_main
+    from training.evaluate import main as evaluate_main
 
     saved = tmp_path / "eval.json"
     saved.write_text(json.dumps({"target": {}}))
@@ -408,7 +408,7 @@ def test_training_windows_carry_frame_labels_that_keep_stop_codons_out_of_frame(
             assert set(window["frames"]) == {-1}
     assert all(labelled[label] > 100 for label in (-1, *range(7)))
     assert shifted_stops > 50  # a frame off by one finds the stop codons the labels keep out
-    from carbon_app.training.tokenizer import demo_tokenizer
+    from training.tokenizer import demo_tokenizer
 
     tokenizer = demo_tokenizer(tmp_path / "tokenizer")
     rows, dna_at, frames, splice_marks = demo_data.to_rows(train[:20], tokenizer,
@@ -558,8 +558,8 @@ def test_splice_sites_are_told_donor_or_acceptor_by_their_marked_letters_on_eith
 
 
 def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
-    from carbon_app.training.losses import kmer_losses
-    from carbon_app.training.train import TrainConfig, build_model
+    from training.losses import kmer_losses
+    from training.train import TrainConfig, build_model
 
     cfg = TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64)
     student, teacher = build_model(cfg, 4124, 0), build_model(replace(cfg, seed=1), 4124, 0)
@@ -587,8 +587,8 @@ def test_the_coding_kl_holds_the_coding_tokens_alone_near_the_teacher():
 
 
 def test_validation_read_in_batches_gives_the_figures_of_one_pass_over_every_window():
-    from carbon_app.training.losses import kmer_losses
-    from carbon_app.training.train import TrainConfig, build_model, validation_losses
+    from training.losses import kmer_losses
+    from training.train import TrainConfig, build_model, validation_losses
 
     model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0).eval()
     rows = torch.randint(20, 20 + 4096, (7, 12), generator=torch.Generator().manual_seed(3))
@@ -609,8 +609,8 @@ LOSS_VALUES = dict(ce=2.0, fns=1.0, kl=0.5, frame=0.8, stop=0.1, stop_contrast=0
 
 
 def test_a_steps_loss_shares_the_data_with_the_teacher_and_the_probe_and_adds_each_term_at_its_weight():
-    from carbon_app.training.losses import ADDED_TERMS, Losses, step_loss
-    from carbon_app.training.train import TrainConfig
+    from training.losses import ADDED_TERMS, Losses, step_loss
+    from training.train import TrainConfig
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
@@ -634,8 +634,8 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
     """--protect: where the rest of the loss pulls against the data's, the step's gradient still descends
     the data's loss as the data's own gradient would (their dot product is the data gradient's squared norm);
     where nothing conflicts, it is the plain gradient of the loss. Through a compiled decoder too."""
-    from carbon_app.training.losses import kept_gradient, kmer_losses, protect_gradient
-    from carbon_app.training.train import TrainConfig, build_model
+    from training.losses import kept_gradient, kmer_losses, protect_gradient
+    from training.train import TrainConfig, build_model
 
     rows = torch.randint(20, 20 + 4096, (3, 24), generator=torch.Generator().manual_seed(4))
     model = build_model(TrainConfig(hidden=32, layers=1, heads=2, kv_heads=1, ffn=64), 4124, 0)
@@ -669,8 +669,8 @@ def test_protected_gradients_keep_the_datas_descent_whole_and_change_nothing_whe
 
 
 def test_what_protect_keeps_is_the_data_and_the_teachers_kl_terms_as_the_loss_counts_them():
-    from carbon_app.training.losses import ADDED_TERMS, KEPT_TERMS, Losses, part_loss, step_loss
-    from carbon_app.training.train import TrainConfig
+    from training.losses import ADDED_TERMS, KEPT_TERMS, Losses, part_loss, step_loss
+    from training.train import TrainConfig
 
     values = LOSS_VALUES
     terms = Losses(**{name: torch.tensor(value) for name, value in values.items()})
@@ -699,7 +699,7 @@ def test_markov_baseline_learns_what_it_saw():
 
 def _tiny_training_data(tmp_path):
     """Six random-DNA training windows (some tagged plant / tRNA) and one validation window, with their tokenizer."""
-    from carbon_app.training.tokenizer import demo_tokenizer
+    from training.tokenizer import demo_tokenizer
 
     data = tmp_path / "data"
     tokenizer = demo_tokenizer(data / "tokenizer")
@@ -720,7 +720,7 @@ def _tiny_training_data(tmp_path):
 def test_training_loop_saves_a_model_the_manager_loads(tmp_path, monkeypatch):
     from carbon_app.inference.generate import generate
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.training.train import TrainConfig, train
+    from training.train import TrainConfig, train
 
     data, tokenizer = _tiny_training_data(tmp_path)
     cfg = TrainConfig(name="tiny", data=str(data), out_root=str(tmp_path / "runs"), hidden=32, layers=1, heads=2,
@@ -749,9 +749,9 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
     is named."""
     from transformers import LlamaForCausalLM
 
-    from carbon_app.training import draft_data
-    from carbon_app.training.evaluate import lineage_commands
-    from carbon_app.training.train import PRESETS, TrainConfig, train, training_lineage
+    from training import draft_data
+    from training.evaluate import lineage_commands
+    from training.train import PRESETS, TrainConfig, train, training_lineage
 
     data, tokenizer = _tiny_training_data(tmp_path)
     target_dir = train(TrainConfig(name="target", data=str(data), out_root=str(tmp_path / "runs"), hidden=32,
@@ -808,7 +808,7 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
     sharpened = train(mixed)
     assert f"6 windows and 2 of {greedy} (50% of the draw)" in capsys.readouterr().out
     commands = lineage_commands(training_lineage(sharpened))  # the mixed-in rows' command, then the run's
-    assert commands[-2] == (f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
+    assert commands[-2] == (f"python -m training.draft_data --teacher {target_dir} --data {data} "
                             f"--out {greedy} --rows 4 --greedy-only")
     assert f"--frame-weight 0.1 --mix-data {greedy} --mix-share 0.5" in commands[-1]
     (greedy / "train_frames.npy").unlink()  # a folder written before its rows had labels
@@ -823,7 +823,7 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
     card = json.loads((draft_dir / "training.json").read_text())["data_card"]
     assert card["target_rows"]["teacher"] == str(target_dir)
     commands = lineage_commands(training_lineage(draft_dir))  # the data command, then the run that read it
-    assert commands[0] == (f"python -m carbon_app.training.draft_data --teacher {target_dir} --data {data} "
+    assert commands[0] == (f"python -m training.draft_data --teacher {target_dir} --data {data} "
                            f"--out {tmp_path / 'draft-data'} --rows 4")
     assert f"--data {tmp_path / 'draft-data'} --teacher {target_dir}" in commands[1]
     again = train(replace(cfg, name="draft-again", init=str(draft_dir), steps=1))  # the same rows read again
@@ -841,7 +841,7 @@ def test_rows_the_target_wrote_are_its_own_greedy_and_seeded_choices_and_train_a
 def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_model(tmp_path, monkeypatch, capsys):
     from safetensors.torch import load_file
 
-    from carbon_app.training.train import TrainConfig, train
+    from training.train import TrainConfig, train
 
     monkeypatch.setattr(demo_data, "TRAIN_BASES", {g: 30 * WINDOW for g in demo_data.GROUPS})
     genome, gene = _coding_gene(1)
@@ -861,7 +861,7 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     log = json.loads((probed_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_frame"] < 2 and log[-1]["train_loss"] != log[-1]["train_ce"]
     # continued with a probe: a new one is fitted first to the model as it is, which that leaves unchanged
-    from carbon_app.training import train as train_module
+    from training import train as train_module
 
     fits = []
     real_fit = train_module.fit_probe
@@ -887,7 +887,7 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     log = json.loads((stopped_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_stop"] < 1 and log[-1]["train_loss"] > log[-1]["train_ce"]
     assert card["train_splice_site_tokens"] > 0
-    with pytest.raises(SystemExit, match="no training data in .*carbon_app.training.data --out"):
+    with pytest.raises(SystemExit, match="no training data in .*training.data --out"):
         train(replace(cfg, data=str(tmp_path / "elsewhere")))
     for field, flag in (("init", "--init"), ("teacher", "--teacher")):  # named, not looked for on the hub
         with pytest.raises(SystemExit, match=f"{flag} .*nowhere: not a model folder"):
@@ -900,7 +900,7 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
     log = json.loads((contrast_dir / "training.json").read_text())["log"]
     assert 0 < log[-1]["train_splice_contrast"] < math.log(16)  # 16 rivals at most: below chance among them
     # weighed by side: the run's side weights reach the contrast (here every site is called a donor, weighed 0)
-    from carbon_app.training import losses
+    from training import losses
 
     told = losses.splice_side_tokens
     monkeypatch.setattr(losses, "splice_side_tokens",
@@ -958,7 +958,7 @@ def test_a_reading_frame_probe_trains_the_decoder_and_stays_out_of_the_saved_mod
 
 
 def test_a_time_budget_cuts_the_steps_to_the_measured_speed():
-    from carbon_app.training.train import TrainConfig, steps_within
+    from training.train import TrainConfig, steps_within
 
     cfg = TrainConfig(steps=1000, minutes=10)
     assert steps_within(cfg, 30, elapsed_s=60, per_step_s=1.0) == 30 + (570 - 60)  # 5% of the budget kept
@@ -968,7 +968,7 @@ def test_a_time_budget_cuts_the_steps_to_the_measured_speed():
 
 @pytest.mark.integration  # trains a model
 def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsys):
-    from carbon_app.training import train as train_module
+    from training import train as train_module
 
     seen = []
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
@@ -1016,7 +1016,7 @@ def test_the_command_line_overrides_a_presets_shape_and_batch(monkeypatch, capsy
 def test_a_run_can_cool_its_learning_rate_towards_zero_and_its_rebuild_command_says_so(monkeypatch):
     from dataclasses import asdict
 
-    from carbon_app.training import train as train_module
+    from training import train as train_module
 
     seen = []
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
@@ -1036,8 +1036,8 @@ def test_a_run_can_cool_its_learning_rate_towards_zero_and_its_rebuild_command_s
 
 @pytest.mark.integration  # trains a model
 def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_resume(tmp_path, capsys):
-    from carbon_app.training import train as train_module
-    from carbon_app.training.train import TrainConfig, batch_sampler
+    from training import train as train_module
+    from training.train import TrainConfig, batch_sampler
 
     groups = np.array([demo_data.GROUPS.index("mammal")] * 100 + [demo_data.GROUPS.index("plant")] * 300,
                       dtype=np.int8)
@@ -1091,8 +1091,8 @@ def test_group_weights_draw_a_groups_rows_that_much_more_often_and_the_same_on_r
 @pytest.mark.integration
 def test_a_compiled_decoder_gives_the_eager_losses_and_gradients():
     """`TrainConfig.compile` fuses kernels in place; the numbers and parameter names stay the eager ones."""
-    from carbon_app.training.losses import kmer_losses
-    from carbon_app.training.train import TrainConfig, build_model
+    from training.losses import kmer_losses
+    from training.train import TrainConfig, build_model
 
     cfg = TrainConfig(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128)
     rows = torch.randint(20, 20 + 4096, (3, 40), generator=torch.Generator().manual_seed(0))
@@ -1119,9 +1119,9 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     import shutil
     from dataclasses import asdict
 
-    from carbon_app.training import train as train_module
-    from carbon_app.training.evaluate import lineage_commands, run_teachers, runs_in_order
-    from carbon_app.training.train import PRESETS, TrainConfig, training_lineage
+    from training import train as train_module
+    from training.evaluate import lineage_commands, run_teachers, runs_in_order
+    from training.train import PRESETS, TrainConfig, training_lineage
 
     def run(name, init, preset="target", **settings):
         folder = tmp_path / name / "model"
@@ -1147,14 +1147,14 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     seen = []
     monkeypatch.setattr(train_module, "train", lambda cfg, resume=False: seen.append(cfg))
     commands = lineage_commands(lineage) + lineage_commands(training_lineage(draft))
-    assert commands[0] == "python -m carbon_app.training.train --preset target"  # the preset as it stands
+    assert commands[0] == "python -m training.train --preset target"  # the preset as it stands
     assert commands[2].endswith(f"--name stop --init {probe} --steps 465 --lr 0.0006 --warmup 20 --fns-from 0 "
                                 "--frame-weight 0.3 --stop-weight 2 --group-weights mammal=3,vertebrate=0.5")
-    assert commands[3] == (f"python -m carbon_app.training.train --preset target --name kept --init {stop} "
+    assert commands[3] == (f"python -m training.train --preset target --name kept --init {stop} "
                            f"--teacher {stop} --seed 1 --steps 300 --lr 0.0006 --fns-from 0 "
                            "--splice-contrast-weight 0.5 --distill-weight 0.5")
     assert commands[-1].endswith(f"--teacher {kept} --steps 240 --heads 2 --kv-heads 1 --distill-weight 0.9")
-    assert commands[-1].startswith("python -m carbon_app.training.train --preset draft")
+    assert commands[-1].startswith("python -m training.train --preset draft")
     # a target kept near the installed model it continued: once installed over, that model is the run before it
     installed = asdict(replace(TrainConfig(), name="next", init="assets/models/carbon-demo",
                                teacher="assets/models/carbon-demo", distill_weight=0.3))
@@ -1163,7 +1163,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
     assert run_teachers(runs_in_order([*lineage, {"config": installed}]))[-2:] == [str(stop), str(kept)]
     for command in commands:
         words = shlex.split(command)
-        assert words[:3] == ["python", "-m", "carbon_app.training.train"]
+        assert words[:3] == ["python", "-m", "training.train"]
         train_module.main(words[3:] + ["--out-root", str(tmp_path)])
     for cfg, run_record in zip(seen, lineage + training_lineage(draft), strict=True):
         wanted = run_record["config"]
@@ -1173,7 +1173,7 @@ def test_a_continued_model_keeps_how_it_was_made_and_each_command_gives_back_its
             assert getattr(cfg, key) == wanted[key], (wanted["name"], key)
     assert [cfg.init for cfg in seen[:4]] == [None, str(scratch), str(probe), str(stop)]  # each from the one before
     assert [cfg.preset for cfg in seen] == ["target"] * 4 + ["draft"]
-    from carbon_app.training.evaluate import kl_text
+    from training.evaluate import kl_text
 
     assert kl_text(lineage[-1]["config"]) == f"Kept near {stop} by the KL divergence from it (weight 0.5)."
     assert kl_text(training_lineage(draft)[0]["config"]) == "Distilled from carbon-demo (KL weight 0.9)."
@@ -1221,7 +1221,7 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     import shutil
 
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.training.evaluate import (
+    from training.evaluate import (
         evaluate,
         install,
         measure_draft,
@@ -1229,8 +1229,8 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
         quality_summary,
         variant_table,
     )
-    from carbon_app.training.merge import merge
-    from carbon_app.training.train import TrainConfig, train
+    from training.merge import merge
+    from training.train import TrainConfig, train
 
     data = tmp_path / "data"
     card = _small_world(data, monkeypatch)
@@ -1324,9 +1324,9 @@ def test_the_rebuild_runs_from_annotated_records_to_installed_models(tmp_path, m
     assert ("No training of its own: merged averages the weights of two: (1 - 0.25) x continued + 0.25 x "
             "carbon-demo") in card
     commands = [line.strip() for line in card.split("## Regenerate")[1].splitlines() if line.startswith("    ")]
-    assert commands[-2:] == [f"python -m carbon_app.training.merge --name merged --base {continued} --other {target} "
+    assert commands[-2:] == [f"python -m training.merge --name merged --base {continued} --other {target} "
                              f"--weight 0.25 --out-root {cfg.out_root}",
-                             f"python -m carbon_app.training.evaluate --target {merged} "
+                             f"python -m training.evaluate --target {merged} "
                              "--previous assets/models/carbon-demo --install assets/models"]
     assert (assets / "carbon-demo" / "model.safetensors").read_bytes() == (merged / "model.safetensors").read_bytes()
 
@@ -1348,7 +1348,7 @@ def test_a_model_measured_within_a_delta_radius_is_installed_to_be_read_within_i
     within that radius, the whole window read beside it from the same passes; figures saved at one radius
     do not stand for another."""
     from carbon_app.model.bundle import load_bundle
-    from carbon_app.training.evaluate import (
+    from training.evaluate import (
         evaluate,
         install,
         load_float32,
@@ -1357,7 +1357,7 @@ def test_a_model_measured_within_a_delta_radius_is_installed_to_be_read_within_i
         quality_summary,
         variant_signal,
     )
-    from carbon_app.training.train import TrainConfig, train
+    from training.train import TrainConfig, train
 
     data = tmp_path / "data"
     _small_world(data, monkeypatch)
@@ -1387,7 +1387,7 @@ def test_a_model_measured_within_a_delta_radius_is_installed_to_be_read_within_i
 
 
 def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with():
-    from carbon_app.training.evaluate import splice_weights, stop_weights
+    from training.evaluate import splice_weights, stop_weights
 
     assert stop_weights({"stop_weight": 6.0, "stop_contrast_weight": 1.0}) == "6 + 1 among SNVs"
     assert stop_weights({"stop_weight": 2.0}) == stop_weights({"stop_weight": 2.0, "stop_contrast_weight": 0}) == "2"
@@ -1399,8 +1399,8 @@ def test_a_cards_runs_table_names_each_stop_and_splice_term_a_run_trained_with()
 def test_each_added_term_is_one_registry_entry_that_the_config_the_command_line_and_the_loss_read():
     """A term of `ADDED_TERMS` is a TrainConfig weight, a flag of the trainer (0 to 10, its needs named in its
     help), a field of `Losses` and a part of the step's loss at its weight: nothing else lists the terms."""
-    from carbon_app.training import train as train_module
-    from carbon_app.training.losses import ADDED_TERMS, NEEDS_WORDS, Losses, step_loss
+    from training import train as train_module
+    from training.losses import ADDED_TERMS, NEEDS_WORDS, Losses, step_loss
 
     parser = train_module.argument_parser()
     actions = {flag: action for action in parser._actions for flag in action.option_strings}

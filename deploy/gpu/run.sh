@@ -17,4 +17,4 @@ export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" CARBON_TEXT_TOKENIZER_DIR="
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda:', torch.cuda.is_available())"
 # shellcheck disable=SC2086  # the flags are words
-python3 -m carbon_app.tools.bench --suite gpu --out "$report" ${GPU_REPORT_FLAGS:-}
+python3 -m benchmarks.bench --suite gpu --out "$report" ${GPU_REPORT_FLAGS:-}

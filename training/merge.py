@@ -1,6 +1,6 @@
 """Average the weights of two trained demo models: a merge, no training.
 
-    python -m carbon_app.training.merge --name mix --base assets/models/carbon-demo \\
+    python -m training.merge --name mix --base assets/models/carbon-demo \\
         --other runs/ssc10/model --weight 0.75
 
 Each weight of the result is (1 - weight) x base + weight x other, taken in
@@ -26,9 +26,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..core.validate import argument_type, real_number
-from ..errors import InputError
-from ..model.hub import ROLE_FILE
+from carbon_app.core.validate import argument_type, real_number
+from carbon_app.errors import InputError
+from carbon_app.model.hub import ROLE_FILE
+
 from .train import model_folder, not_a_model, training_lineage
 
 WEIGHTS = "model.safetensors"
@@ -87,12 +88,12 @@ def merge(base: Path, other: Path, weight: float, name: str, out_root: str = "ru
 def merge_command(config: dict, base: str, other: str) -> str:
     """The command that makes a merge of this config from the `base` and `other` folders."""
     out_root = "" if config["out_root"] == "runs" else f" --out-root {config['out_root']}"
-    return (f"python -m carbon_app.training.merge --name {config['name']} --base {base} --other {other} "
+    return (f"python -m training.merge --name {config['name']} --base {base} --other {other} "
             f"--weight {config['weight']:g}{out_root}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.merge", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.merge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", required=True, help="the merge's name (its folder under --out-root)")
     parser.add_argument("--base", required=True, help="the model folder taken at weight 0")

@@ -1,11 +1,11 @@
 """The server backend against the in-process engine, on the same model, in one run.
 
-    python -m carbon_app.tools.bench --suite server            # starts deploy/vllm/serve.sh on loopback
-    python -m carbon_app.tools.bench --suite server --server URL
-    python -m carbon_app.tools.bench --suite server --server-model DIR --snvs 0   # another model, no VCF part
+    python -m benchmarks.bench --suite server            # starts deploy/vllm/serve.sh on loopback
+    python -m benchmarks.bench --suite server --server URL
+    python -m benchmarks.bench --suite server --server-model DIR --snvs 0   # another model, no VCF part
 
 The bundled model (3 MB) leaves a server's batching nothing to win; a model directory of a released
-shape (`python -m carbon_app.tools.synthetic DIR --shape 500M`: random weights, the real layout) asks the
+shape (`python -m benchmarks.synthetic DIR --shape 500M`: random weights, the real layout) asks the
 question the backend is for: many users on one model whose every step is work.
 
 Three questions, each asked of both backends side by side:
@@ -28,18 +28,28 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..assets import REPO
+from carbon_app.assets import REPO
+
 from .soak import _free_port, start_app
 from .timing import interleaved_times, timed
 
 VLLM_PYTHON = Path(os.environ.get("CARBON_VLLM_PYTHON") or REPO / ".vllm-venv" / "bin" / "python")
 
 
+
+def vcf_records(path) -> list[tuple]:
+    """(contig, position, REF, ALTs, FILTERs, CARBON_DELTA values) of each record of an annotated VCF."""
+    import pysam
+
+    with pysam.VariantFile(str(path)) as vcf:
+        return [(r.chrom, r.pos, r.ref, r.alts, tuple(r.filter.keys()), tuple(r.info.get("CARBON_DELTA") or ()))
+                for r in vcf]
+
 def start_vllm(log_path: Path, model: str = "assets/models/carbon-demo", wait_s: float = 300
                ) -> tuple[subprocess.Popen, str]:
     """`deploy/vllm/serve.sh` on `model` on a free loopback port, as the README starts it; (process, URL) once
     it serves. Its output goes to `log_path`; stop it with `stop_vllm` (it runs in its own process group)."""
-    from ..serving.client import ServerClient, ServerError
+    from carbon_app.serving.client import ServerClient, ServerError
 
     if not VLLM_PYTHON.exists():
         raise RuntimeError(f"no vLLM environment at {VLLM_PYTHON}: deploy/vllm/install-cpu.sh makes it")
@@ -98,8 +108,8 @@ def _concurrent_designs(url: str, model: str, users: int, bases: int) -> tuple[f
 
 def _bare_design_seconds(served, bases: int, repeats: int) -> float:
     """Median seconds of the server's design request alone, without the per-token log-probs."""
-    from ..inference.sampling import SamplingParams
-    from ..serving.design_args import DesignArgs
+    from carbon_app.inference.sampling import SamplingParams
+    from carbon_app.serving.design_args import DesignArgs
 
     xargs = DesignArgs(SamplingParams(mode="bp", temperature=0.9), served.tokenizer.kmer_start_id, served.k,
                        None).to_xargs()
@@ -113,12 +123,11 @@ def server_suite(server: str | None = None, users: int = 16, bases: int = 120, s
                  repeats: int = 3, model_dir: str | None = None) -> None:
     """`model_dir`: a model directory that both backends run (default: the bundled model); `snvs` 0 skips the
     VCF part (on a large model on a CPU it takes long)."""
-    from ..genome.reference import Reference
-    from ..genome.vcf import score_vcf
-    from ..inference.generate import generate
-    from ..model.manager import ModelManager
-    from ..serving.served import connect
-    from .bench import _vcf_records
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.vcf import score_vcf
+    from carbon_app.inference.generate import generate
+    from carbon_app.model.manager import ModelManager
+    from carbon_app.serving.served import connect
 
     with tempfile.TemporaryDirectory() as tmp:
         vllm = None
@@ -186,7 +195,7 @@ def server_suite(server: str | None = None, users: int = 16, bases: int = 120, s
             for where, model in (("in-process", bundle), ("server", served)):
                 seconds[where], _ = timed(lambda model=model, where=where: score_vcf(
                     model, reference, vcf, Path(tmp) / f"{where}.vcf"))
-            ours, theirs = _vcf_records(Path(tmp) / "in-process.vcf"), _vcf_records(Path(tmp) / "server.vcf")
+            ours, theirs = vcf_records(Path(tmp) / "in-process.vcf"), vcf_records(Path(tmp) / "server.vcf")
             same = [r[:-1] for r in ours] == [r[:-1] for r in theirs]
             largest = max(abs(a - b) for r, q in zip(ours, theirs, strict=True)
                           for a, b in zip(r[-1], q[-1], strict=True)) if same else float("nan")

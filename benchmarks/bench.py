@@ -1,7 +1,7 @@
 """Speed, measured side by side in one run and printed as ratios.
 
-    python -m carbon_app.tools.bench                 # Carbon-500M shape, random weights, CPU
-    python -m carbon_app.tools.bench --shape 3B --device cuda
+    python -m benchmarks.bench                 # Carbon-500M shape, random weights, CPU
+    python -m benchmarks.bench --shape 3B --device cuda
 
 Compares, on the same model, prompt and number of new tokens (batch 1, greedy):
 our generation in token mode and in base-level (bp) mode, and stock
@@ -26,11 +26,13 @@ import numpy as np
 import torch
 from Bio.Seq import Seq
 
-from ..core.tokens import dna_prompt
-from ..errors import ModelError
-from ..inference.generate import generate
-from ..inference.sampling import DnaLogitsProcessor, SamplingParams
-from .synthetic import random_bundle
+from carbon_app.core.tokens import dna_prompt
+from carbon_app.errors import ModelError
+from carbon_app.inference.generate import generate
+from carbon_app.inference.sampling import DnaLogitsProcessor, SamplingParams
+from tests.synthetic import random_bundle
+
+from .server_bench import vcf_records
 from .timing import NOMINAL_GB_S, copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio, timed
 
 
@@ -122,11 +124,11 @@ def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = No
     """On the bundled demo model: what averaging over the six 6-mer frames costs against the single
     centred window, and the scan against scoring each substitution separately (both frame-averaged,
     each substitution in the same windows, so the deltas must agree)."""
-    from ..assets import ASSETS
-    from ..core.dna import read_fasta
-    from ..inference.scan import scan_substitutions
-    from ..inference.score import score_variant
-    from ..model.manager import ModelManager
+    from carbon_app.assets import ASSETS
+    from carbon_app.core.dna import read_fasta
+    from carbon_app.inference.scan import scan_substitutions
+    from carbon_app.inference.score import score_variant
+    from carbon_app.model.manager import ModelManager
 
     bundle = ModelManager(device=device, dtype=dtype).get("carbon-demo")
     examples = ASSETS / "examples"
@@ -175,12 +177,12 @@ def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None
     import tempfile
     from pathlib import Path
 
-    from ..assets import ASSETS
-    from ..core.dna import read_fasta
-    from ..genome.reference import Reference
-    from ..genome.scoring import score_at
-    from ..genome.vcf import score_vcf
-    from ..model.manager import ModelManager
+    from carbon_app.assets import ASSETS
+    from carbon_app.core.dna import read_fasta
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.scoring import score_at
+    from carbon_app.genome.vcf import score_vcf
+    from carbon_app.model.manager import ModelManager
 
     bundle = ModelManager(device=device, dtype=dtype).get("carbon-demo")
     hbb = read_fasta(ASSETS / "examples" / "hbb.fa").sequence
@@ -223,8 +225,8 @@ def constraints_suite(repeats: int, shape: str = "500M") -> None:
     bundled demo model and a Carbon-shaped one (random weights), where a step costs what it costs on a real
     checkpoint. Constraints: 60 residues of GFP back-translated, no BsaI/BsmBI sites, runs of at most 5,
     GC 40-60%."""
-    from ..inference.constraints import DesignConstraints
-    from ..model.manager import ModelManager
+    from carbon_app.inference.constraints import DesignConstraints
+    from carbon_app.model.manager import ModelManager
 
     gfp = "MSKGEELFTGVVPILVELDGDVNGHKFSVSGEGEGDATYGKLTLKFICTTGKLPVPWPTL"
     constraints = DesignConstraints.from_options(protein=gfp, avoid="BsaI,BsmBI", max_homopolymer=5, gc="40:60")
@@ -251,10 +253,10 @@ def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
     import tempfile
     from pathlib import Path
 
-    from ..distributed.ray_jobs import RayScorer
-    from ..genome.reference import Reference
-    from ..genome.vcf import score_vcf
-    from ..model.manager import ModelManager
+    from carbon_app.distributed.ray_jobs import RayScorer
+    from carbon_app.genome.reference import Reference
+    from carbon_app.genome.vcf import score_vcf
+    from carbon_app.model.manager import ModelManager
 
     bundle = ModelManager(device="cpu").get("carbon-demo")
     rng = random.Random(11)
@@ -277,7 +279,7 @@ def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
         start_s = time.perf_counter() - began
         ray_s, _ = timed(lambda: score_vcf(bundle, reference, vcf, Path(tmp) / "ray.vcf", scorer=scorer, **options))
         scorer.close()
-        one, spread = _vcf_records(Path(tmp) / "one.vcf"), _vcf_records(Path(tmp) / "ray.vcf")
+        one, spread = vcf_records(Path(tmp) / "one.vcf"), vcf_records(Path(tmp) / "ray.vcf")
     same = [r[:-1] for r in one] == [r[:-1] for r in spread]  # every record, its alleles and filters
     largest = max((abs(a - b) for r, q in zip(one, spread, strict=True) for a, b in zip(r[-1], q[-1], strict=True)
                    if a is not None and b is not None), default=0.0) if same else float("nan")
@@ -285,15 +287,6 @@ def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
     print(f"Ray, {workers} workers (after {start_s:.0f} s of start-up): {ray_s:7.1f} s   "
           f"ratio one process / Ray {alone_s / ray_s:.2f}x; same records: {same}, largest delta difference "
           f"{largest:.1e} (a worker runs on one thread, this process on {torch.get_num_threads()})")
-
-
-def _vcf_records(path) -> list[tuple]:
-    """(contig, position, REF, ALTs, FILTERs, CARBON_DELTA values) of each record of an annotated VCF."""
-    import pysam
-
-    with pysam.VariantFile(str(path)) as vcf:
-        return [(r.chrom, r.pos, r.ref, r.alts, tuple(r.filter.keys()), tuple(r.info.get("CARBON_DELTA") or ()))
-                for r in vcf]
 
 
 def app_suite(repeats: int, context: int = 8) -> None:
@@ -306,10 +299,11 @@ def app_suite(repeats: int, context: int = 8) -> None:
 
     from gradio_client import Client
 
-    from ..assets import ASSETS
-    from ..core.dna import read_fasta
-    from ..inference.annotate import describe_variant
-    from ..model.manager import ModelManager
+    from carbon_app.assets import ASSETS
+    from carbon_app.core.dna import read_fasta
+    from carbon_app.inference.annotate import describe_variant
+    from carbon_app.model.manager import ModelManager
+
     from .soak import start_app
 
     bundle = ModelManager(device="cpu").get("carbon-demo")
@@ -344,7 +338,7 @@ def app_suite(repeats: int, context: int = 8) -> None:
 def speculative_suite(repeats: int, target_name: str = "carbon-demo", draft_names: tuple = ("carbon-demo-draft",)):
     """A target alone against the target with each draft, greedy and sampling, bp and token mode; the bundled
     pair unless other models (names or folders) are given: drafts for one target, side by side."""
-    from ..model.manager import ModelManager
+    from carbon_app.model.manager import ModelManager
 
     manager = ModelManager(device="cpu")
     target, drafts = manager.get(target_name), [manager.get(name) for name in draft_names]
@@ -413,8 +407,8 @@ def sampling_distribution_check(target, draft, batches: int = 32, samples: int =
     first drafted one, has known per-base marginals; each of its 6 positions gets a
     chi-squared goodness-of-fit test of the drafted samples, read with a Bonferroni correction.
     """
-    from ..core.dna import BASES
-    from ..inference.marginals import log_marginals
+    from carbon_app.core.dna import BASES
+    from carbon_app.inference.marginals import log_marginals
 
     prompt, fixed, n = "ATGGCTTCAGATCTCGAA", "GATTACAGATTA", 30
     ids = torch.tensor([target.tokenizer.encode(dna_prompt("", prompt + fixed))], device=target.device)
@@ -472,7 +466,7 @@ def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.tools.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="500M", help="tiny, 500M, 3B or 8B (random weights)")
     parser.add_argument("--tokens", type=int, default=48, help="new tokens per run (6 bases each)")
@@ -481,7 +475,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--suite", default="generation,scan,speculative",
                         help="comma-separated: generation, scan, speculative, vcf, constraints, ray, app, server "
-                             "(carbon_app.tools.server_bench), gpu (the whole GPU report: carbon_app.tools.gpu_report)")
+                             "(benchmarks.server_bench), gpu (the whole GPU report: benchmarks.gpu_report)")
     parser.add_argument("--server", help="the server suite's vLLM server (default: deploy/vllm/serve.sh, started)")
     parser.add_argument("--users", type=int, default=16, help="the server suite's designs sent at once")
     parser.add_argument("--server-model", help="the server suite's model directory (default: the bundled model)")
@@ -566,7 +560,7 @@ def memory_report(device: str, target_shape: str = "3B", draft_shape: str = "500
 
 def scoring_throughput(bundle, repeats: int, n_bases: int = 3000) -> None:
     """Per-base scoring (one forward pass, reference FNS marginals) in bases per second."""
-    from ..inference.score import score_sequence
+    from carbon_app.inference.score import score_sequence
 
     generator = torch.Generator().manual_seed(1)
     seq = "".join("ACGT"[i] for i in torch.randint(0, 4, (n_bases,), generator=generator).tolist())

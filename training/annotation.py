@@ -22,7 +22,7 @@ from pathlib import Path
 
 from Bio.Seq import Seq
 
-from ..core.dna import reverse_complement
+from carbon_app.core.dna import reverse_complement
 
 _ATTRIBUTE = re.compile(r'(\S+) "([^"]*)"')
 

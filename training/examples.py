@@ -1,6 +1,6 @@
 """Build the app's worked examples from public packages (run once; the output ships in assets/examples).
 
-    python -m carbon_app.training.examples
+    python -m training.examples
 
 Writes `assets/examples/hbb.fa`: 3,000 bases of the human beta-globin locus
 around HBB from the HUMHBB GenBank entry of Debian's emboss-test package (an

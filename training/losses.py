@@ -20,8 +20,9 @@ import torch
 import torch.nn.functional as F
 from Bio.Data.CodonTable import standard_dna_table
 
-from ..core.dna import BASES, reverse_complement
-from ..inference.marginals import k_of, kmer_digits, kmer_index, log_marginals
+from carbon_app.core.dna import BASES, reverse_complement
+from carbon_app.inference.marginals import k_of, kmer_digits, kmer_index, log_marginals
+
 from .data import ANTISENSE, FRAME_LABELS, NOT_CODING
 
 

@@ -33,7 +33,8 @@ from collections import defaultdict
 
 from Bio.Data.CodonTable import standard_dna_table
 
-from ..core.dna import reverse_complement
+from carbon_app.core.dna import reverse_complement
+
 from .annotation import Transcript
 
 DEEP_INTRONIC = 100

@@ -1,6 +1,6 @@
 """Read models side by side on the variant tasks, to choose between them.
 
-    python -m carbon_app.training.compare runs/a/model runs/b/model --part validation
+    python -m training.compare runs/a/model runs/b/model --part validation
 
 For each model: (a) the AUROC of -delta, stop-gain versus synonymous SNVs,
 (b) splice-site versus deep-intronic SNVs, and where the sets hold it (b)
@@ -31,8 +31,9 @@ from pathlib import Path
 
 import torch
 
-from ..errors import InputError
-from ..inference.score import parse_delta_radius
+from carbon_app.errors import InputError
+from carbon_app.inference.score import parse_delta_radius
+
 from .evaluate import (
     VARIANT_METHOD,
     MarkovModel,
@@ -111,7 +112,7 @@ def radii_list(text: str) -> tuple[int | None, ...]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.compare", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+", help="model folders")
     parser.add_argument("--part", choices=("validation", "test"), default="validation")
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     for file in dict.fromkeys(needed):
         if not file.is_file():
             parser.error(f"--data {args.data}: no {file.name} (the data command writes it: "
-                         f"python -m carbon_app.training.data --out {args.data})")
+                         f"python -m training.data --out {args.data})")
     variant_sets = json.loads(sets_file.read_text())
     written = {"part": args.part}
     windows = None

@@ -1,6 +1,6 @@
 """The GPU report: every GPU figure in one command that fits one device call.
 
-    python -m carbon_app.tools.bench --suite gpu [--shapes 500M,3B,8B] [--out benchmarks/gpu/latest.json]
+    python -m benchmarks.bench --suite gpu [--shapes 500M,3B,8B] [--out benchmarks/gpu/latest.json]
 
 On Carbon shapes with random weights (bf16, fp32 k-mer head), measured side
 by side in one run: the device's copy bandwidth; per shape, batch-1 greedy
@@ -34,11 +34,12 @@ from pathlib import Path
 
 import torch
 
-from ..core.dna import BASES
-from ..core.tokens import dna_prompt
-from ..inference.generate import generate
-from ..model.decoder import attention_kernels
-from .synthetic import random_bundle
+from carbon_app.core.dna import BASES
+from carbon_app.core.tokens import dna_prompt
+from carbon_app.inference.generate import generate
+from carbon_app.model.decoder import attention_kernels
+from tests.synthetic import random_bundle
+
 from .timing import copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio, timed
 
 A10_GIB = 22  # what an A10's 24 GB leave to one process
@@ -57,8 +58,8 @@ def same_kernels(run):
 def forward_step_seconds(bundle, prompt_ids: list[int], steps: int = 100, rows: int = 1) -> float:
     """One decode forward alone (a replayed CUDA graph where the engine uses one) over `rows` samples, per
     step: what a decoded token costs before its 6-mer head, sampling and host round trip."""
-    from ..inference.generate import _prefill
-    from ..model.graphs import forward_over
+    from carbon_app.inference.generate import _prefill
+    from carbon_app.model.graphs import forward_over
 
     synchronize = torch.cuda.synchronize if bundle.device.type == "cuda" else (lambda: None)
     bundle.graph_pools.clear()  # graphs captured under another attention choice must not be replayed
@@ -79,7 +80,7 @@ def many_row_attention_ms(bundle, prompt_ids: list[int], rows: int = 64, repeats
     """A decode forward over `rows` samples with the static layer's attention written out and through
     scaled-dot-product attention (`decoder.FUSED_ATTENTION_FROM_ROWS`), interleaved: the figure that
     sets where the engine switches."""
-    from ..model import decoder
+    from carbon_app.model import decoder
 
     def step_with(fused_from):
         def run():
@@ -203,9 +204,9 @@ def speculative_bounds(device: str, repeats: int, target_shape: str = "3B", draf
 def scoring_ratios(device: str, repeats: int, shape: str = "500M", window: int = 1200) -> dict:
     """Variant scoring on `shape`: six frames against one (per variant), and a batch of 100 SNVs (90
     clustered: three alternates at 30 positions; 10 scattered) against scoring each alone."""
-    from ..inference.scan import mean_substitution_deltas
-    from ..inference.score import score_variant
-    from ..inference.spec import resolve_spec
+    from carbon_app.inference.scan import mean_substitution_deltas
+    from carbon_app.inference.score import score_variant
+    from carbon_app.inference.spec import resolve_spec
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     bundle = random_bundle(shape, dtype=dtype, device=device)
@@ -286,7 +287,7 @@ _LOAD_CHILD = """
 import json, resource, sys, time, torch
 from transformers import AutoModelForCausalLM
 from carbon_app.model.bundle import load_bundle
-from carbon_app.tools.gpu_report import peak_anonymous_rss
+from benchmarks.gpu_report import peak_anonymous_rss
 path, how = sys.argv[1], sys.argv[2]
 began = time.perf_counter()
 def load():
@@ -305,7 +306,7 @@ def loading_report(device: str, shape: str = "8B") -> dict | None:
     engine's way (straight to the device) against loading to the CPU first; host peak RSS and time."""
     if device != "cuda":
         return None
-    from .synthetic import CARBON_VOCAB_SIZE, write_model_dir
+    from tests.synthetic import CARBON_VOCAB_SIZE, write_model_dir
 
     with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
         path = write_model_dir(Path(tmp) / shape, shape, dtype=torch.bfloat16, device=device,

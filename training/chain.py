@@ -1,7 +1,7 @@
 """Rebuild a chain of runs, each begun from the one before, in order, unattended and resumable.
 
-    python -m carbon_app.training.chain sp10-cont           # make every stage not made yet, in order
-    python -m carbon_app.training.chain sp10-cont --list    # each stage's command and whether it is made
+    python -m training.chain sp10-cont           # make every stage not made yet, in order
+    python -m training.chain sp10-cont --list    # each stage's command and whether it is made
 
 A chain is the commands docs/demo-models.md gives for a line of runs, kept as data (one recipe file a line,
 `recipes/*.toml`: sp10-cont.toml builds the installed models) so that a fresh
@@ -32,7 +32,7 @@ from pathlib import Path
 from . import draft_data, train
 
 #: The recipes, one file a line of runs (`recipes/<name>.toml`): its stages in order, each a module of
-#: carbon_app.training and its arguments; `begins_with` names a recipe whose stages come first; `installs`
+#: training and its arguments; `begins_with` names a recipe whose stages come first; `installs`
 #: names what of it is installed (docs/demo-models.md, "Rebuilding").
 RECIPES = Path(__file__).with_name("recipes")
 
@@ -56,7 +56,7 @@ COMMAND_FILE = "chain_command.txt"  # in a run's folder: the command that began 
 
 @dataclass(frozen=True)
 class Stage:
-    module: str  # a module of carbon_app.training
+    module: str  # a module of training
     args: str
 
     @property
@@ -65,7 +65,7 @@ class Stage:
 
     @property
     def command(self) -> str:
-        return f"python -m carbon_app.training.{self.module} {self.args}"
+        return f"python -m training.{self.module} {self.args}"
 
     @cached_property
     def parsed(self) -> argparse.Namespace:
@@ -93,7 +93,7 @@ class Stage:
 def checked(stage: Stage, number: int) -> None:
     """Refuse a command its module would refuse at once, naming the stage (SystemExit)."""
     parser = PARSERS[stage.module]()
-    parser.prog = f"stage {number} of the chain (carbon_app.training.{stage.module})"
+    parser.prog = f"stage {number} of the chain (training.{stage.module})"
     parser.parse_args(stage.argv)
 
 
@@ -142,7 +142,7 @@ def run_stage(stage: Stage, resume: bool) -> None:
     stage.folder.mkdir(parents=True, exist_ok=True)
     if stage.module == "train":
         (stage.folder / COMMAND_FILE).write_text(stage.command + "\n")
-    argv = [sys.executable, "-m", f"carbon_app.training.{stage.module}", *stage.argv, *(["--resume"] if resume else [])]
+    argv = [sys.executable, "-m", f"training.{stage.module}", *stage.argv, *(["--resume"] if resume else [])]
     with stage.log.open("a") as log:
         log.write(f"$ {stage.command}{' --resume' if resume else ''}\n")
         log.flush()
@@ -174,7 +174,7 @@ def run_chain(stages: list[Stage], list_only: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.chain", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.chain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chain", choices=sorted(CHAINS))
     parser.add_argument("--list", action="store_true", help="show each stage's command and state, run nothing")

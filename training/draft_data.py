@@ -1,6 +1,6 @@
 """Training rows the target wrote itself, for distilling its draft.
 
-    python -m carbon_app.training.draft_data --teacher runs/carbon-demo/model --out data/draft --rows 8192
+    python -m training.draft_data --teacher runs/carbon-demo/model --out data/draft --rows 8192
 
 A draft pays in speculative decoding where it predicts the target's next 6-mer on the target's own
 output, and a target's greedy or low-temperature continuations (repeats, splice motifs, copies of
@@ -66,7 +66,7 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
     the source's tokenizer, validation windows and data card into `out`; returns what it wrote."""
     from transformers import LlamaForCausalLM
 
-    from ..core.tokens import DnaConfig
+    from carbon_app.core.tokens import DnaConfig
 
     rows = np.load(source / "train_rows.npy")
     dna_at = np.load(source / "train_dna_at.npy")
@@ -119,9 +119,9 @@ def write_target_rows(teacher: Path, source: Path, out: Path, n_rows: int, batch
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    from ..core.validate import argument_type, whole_number
+    from carbon_app.core.validate import argument_type, whole_number
 
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.draft_data", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.draft_data", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--teacher", required=True, help="the trained target's model folder")
     parser.add_argument("--data", default="data/demo", help="the training data whose windows start the rows")
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     if problem := not_a_model("--teacher", teacher):
         parser.error(problem)
     if not (source / "train_rows.npy").exists():
-        parser.error(f"--data {source}: no training data (build it with `python -m carbon_app.training.data`)")
+        parser.error(f"--data {source}: no training data (build it with `python -m training.data`)")
     out = Path(args.out)
     if (out / "data_card.json").exists() and "target_rows" not in json.loads((out / "data_card.json").read_text()):
         parser.error(f"--out {out}: holds training data this command did not write; name another folder")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core.tokens import DNA_CLOSE, DNA_OPEN, OOV, CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
+from carbon_app.core.tokens import DNA_CLOSE, DNA_OPEN, OOV, CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
 
 K = 6  # the Carbon release's k (its dna_config.json): the demo models share the layout
 

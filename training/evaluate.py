@@ -1,9 +1,9 @@
 """Evaluate the demo models on the held-out split and write their model cards.
 
-    python -m carbon_app.training.evaluate --target runs/carbon-demo/model \
+    python -m training.evaluate --target runs/carbon-demo/model \
         --draft runs/carbon-demo-draft/model [--previous assets/models/carbon-demo] [--install assets/models]
 
-Measured in one run, on the held-out data of `carbon_app.training.data`:
+Measured in one run, on the held-out data of `training.data`:
 
 - sequence recovery as in the Carbon evaluations: 594 bases of context, the
   next 30 bases generated greedily at base level (bp mode), per-base accuracy;
@@ -35,13 +35,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.tokens import dna_prompt
-from ..inference.generate import generate
-from ..inference.score import METHODS, Variant, score_sequence, variant_passes
-from ..inference.spec import resolve_spec
-from ..model.bundle import load_bundle
-from ..model.card import SCORING_FILE
-from ..model.hub import ROLE_FILE, model_role
+from carbon_app.core.tokens import dna_prompt
+from carbon_app.inference.generate import generate
+from carbon_app.inference.score import METHODS, Variant, score_sequence, variant_passes
+from carbon_app.inference.spec import resolve_spec
+from carbon_app.model.bundle import load_bundle
+from carbon_app.model.card import SCORING_FILE
+from carbon_app.model.hub import ROLE_FILE, model_role
+
 from .data import EVAL_CONTEXT, EVAL_TARGET, GROUPS, WINDOW_TOKENS
 from .merge import merge_command
 from .train import kept_near_start, model_folder, not_a_model, run_preset, shares_text, train_command, training_lineage
@@ -225,8 +226,8 @@ def model_deltas(bundle, readings: tuple[Reading, ...]) -> dict:
 
 def markov_delta(markov: MarkovModel, order: int):
     """The same delta under the Markov baseline: the centred window, strand-averaged."""
-    from ..core.dna import reverse_complement
-    from ..inference.score import Variant, variant_window
+    from carbon_app.core.dna import reverse_complement
+    from carbon_app.inference.score import Variant, variant_window
 
     def delta(context: str, text: str) -> float:
         variant = Variant.parse(text)
@@ -292,7 +293,7 @@ def variant_signal(delta_of, variant_sets: dict[str, list[dict]], seed: int = 0,
 @torch.inference_mode()
 def greedy_agreement(target, draft, windows: list[dict], tokens: int = 30) -> dict[str, float]:
     """Fraction of steps where the draft's greedy 6-mer equals the target's (token and bp mode)."""
-    from ..inference.marginals import factorised_logprobs, log_marginals
+    from carbon_app.inference.marginals import factorised_logprobs, log_marginals
 
     agree = {"token": [], "bp": []}
     for window in windows:
@@ -637,7 +638,7 @@ The data command draws today's mix (its card is in `training.json`); a run befor
 been trained on an earlier build, so these commands give a model of the same recipe, not the same
 weights.
 
-    python -m carbon_app.training.data --out data/demo
+    python -m training.data --out data/demo
 {regenerate}
 """
 
@@ -692,7 +693,7 @@ def install(target_dir: Path, draft_dir: Path | None, results: dict, assets: Pat
     # a draft begun from its target (`--init-layers`) came through the target's runs too: each once
     commands = list(dict.fromkeys(command for name in lineages for command in lineage_commands(lineages[name])))
     outputs = {name: output_of(lineage[-1]) for name, lineage in lineages.items()}
-    commands.append(f"python -m carbon_app.training.evaluate --target {outputs['carbon-demo']} "
+    commands.append(f"python -m training.evaluate --target {outputs['carbon-demo']} "
                     + (f"--draft {outputs['carbon-demo-draft']} " if draft_dir else "")
                     + ("" if own_delta_radius(results) is None else f"--delta-radius {own_delta_radius(results)} ")
                     + "--previous assets/models/carbon-demo --install assets/models")
@@ -798,7 +799,7 @@ def lineage_commands(lineage: list[dict]) -> list[str]:
 def draft_data_command(rows: dict, out: str) -> str:
     """The command that wrote the rows a data card's `target_rows` describes into `out`."""
     greedy_only = rows["temperatures"] == [0.0]  # the greedy half of `drawn` windows (older cards: all)
-    return (f"python -m carbon_app.training.draft_data --teacher {rows['teacher']} --data {rows['source']} "
+    return (f"python -m training.draft_data --teacher {rows['teacher']} --data {rows['source']} "
             f"--out {out} " + (f"--rows {rows['drawn']} --greedy-only" if greedy_only else f"--rows {rows['rows']}"))
 
 
@@ -828,7 +829,7 @@ def saved_results(path: Path, parser: argparse.ArgumentParser) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.evaluate", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", type=Path, required=True)
     parser.add_argument("--draft", type=Path)

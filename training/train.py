@@ -1,10 +1,10 @@
 """Train a demo Carbon model: the Carbon recipe in miniature, one readable loop.
 
-    python -m carbon_app.training.train --preset target
-    python -m carbon_app.training.train --preset draft      # distilled from the trained target
+    python -m training.train --preset target
+    python -m training.train --preset draft      # distilled from the trained target
 
 A Llama decoder over the demo tokenizer, trained on the windows of
-`carbon_app.training.data` with cross-entropy over the 4,096 6-mers, then, for
+`training.data` with cross-entropy over the 4,096 6-mers, then, for
 the last part of training, cross-entropy plus Factorised Nucleotide
 Supervision (the per-base cross-entropy of the six marginals, spec section 5).
 The draft model adds distillation from the target (KL divergence of the
@@ -55,8 +55,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.tokens import DnaConfig
-from ..core.validate import argument_type, real_number, whole_number
+from carbon_app.core.tokens import DnaConfig
+from carbon_app.core.validate import argument_type, real_number, whole_number
+
 from .data import FRAME_LABEL_RULE, GROUPS, SPLICE_MARKS, named_shares, trained_tag_scheme
 from .losses import (
     ADDED_TERMS,
@@ -269,7 +270,7 @@ def mixed_in(mix: Path, name: str, main: torch.Tensor) -> torch.Tensor:
     """The `--data` folder's array `main` with the `--mix-data` folder's array of that name after it."""
     if not (mix / name).exists():
         raise SystemExit(f"--mix-data {mix}: no {name}, which this loss reads; write the folder again with "
-                         "this version (python -m carbon_app.training.draft_data)")
+                         "this version (python -m training.draft_data)")
     added = torch.from_numpy(np.load(mix / name).astype(main.numpy().dtype))
     if added.shape[1:] != main.shape[1:]:
         raise SystemExit(f"--mix-data {mix}: its {name} rows are {tuple(added.shape[1:])}, the --data "
@@ -308,14 +309,14 @@ def validation_losses(model, validation: torch.Tensor, kmer_start: int, n_kmers:
 def train(cfg: TrainConfig, resume: bool = False) -> Path:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from ..core.tokens import CarbonTokenizer
+    from carbon_app.core.tokens import CarbonTokenizer
 
     if cfg.bf16_autocast is None:
         cfg = replace(cfg, bf16_autocast=native_bf16(cfg.device))
     data = Path(cfg.data)
     if not (data / "train_rows.npy").exists() or not (data / "tokenizer").is_dir():
         raise SystemExit(f"no training data in {data}: build it first with "
-                         f"`python -m carbon_app.training.data --out {data}`")
+                         f"`python -m training.data --out {data}`")
     for flag, folder in (("--init", cfg.init), ("--teacher", cfg.teacher)):
         if problem := not_a_model(flag, folder):
             raise SystemExit(problem)
@@ -536,7 +537,7 @@ def train_command(config: dict, init: str | None) -> str:
     """The command that trains a run of this config from `init` (the preset's own values left out)."""
     preset = run_preset(config)
     defaults = asdict(replace(TrainConfig(), **PRESETS[preset]))
-    words = ["python -m carbon_app.training.train", f"--preset {preset}"]
+    words = ["python -m training.train", f"--preset {preset}"]
     for key in ("name", "data", "init", "teacher", "seed", "steps", "lr",
                 "min_lr", "warmup", "fns_from", *SHAPE, *OBJECTIVE):
         value = init if key == "init" or (key == "teacher" and kept_near_start(config)) else config.get(key)
@@ -568,7 +569,7 @@ def save_model_dir(cfg: TrainConfig, model, data: Path, n_params: int, log: list
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.train", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="target")
     parser.add_argument("--steps", type=argument_type(lambda text: whole_number(text, "--steps", 1)))
@@ -658,7 +659,7 @@ def run_config(argv: list[str] | None) -> tuple[TrainConfig, bool]:
         parser.error("--mix-data and --mix-share go together: the folder mixed in and the share of the draw it makes")
     if args.mix_data and not (Path(args.mix_data) / "train_rows.npy").exists():
         parser.error(f"--mix-data {args.mix_data}: no training data (write it with "
-                     "`python -m carbon_app.training.draft_data`)")
+                     "`python -m training.draft_data`)")
     if args.warmup is not None and args.warmup >= cfg.steps:
         parser.error(f"--warmup {args.warmup} leaves no steps after the warm-up: --steps is {cfg.steps}")
     if cfg.teacher or args.teacher:

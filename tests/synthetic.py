@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from ..core.tags import SCHEMES
-from ..core.tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
-from ..model.bundle import ModelBundle, make_bundle
+from carbon_app.core.tags import SCHEMES
+from carbon_app.core.tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
+from carbon_app.model.bundle import ModelBundle, make_bundle
 
 #: Architectures of the released checkpoints (spec section 1) and a tiny one.
 SHAPES: dict[str, dict] = {
@@ -121,11 +121,11 @@ def random_bundle(shape: str = "500M", text_tokenizer=None, seed: int = 0,
 
 
 def main(argv: list[str] | None = None) -> None:
-    """python -m carbon_app.tools.synthetic DIR --shape 500M [--tokenizer FILES]: a model directory with random
+    """python -m benchmarks.synthetic DIR --shape 500M [--tokenizer FILES]: a model directory with random
     weights in a released shape, which the app, the CLI and deploy/vllm/serve.sh load like a checkpoint."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.tools.synthetic", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.synthetic", description=main.__doc__)
     parser.add_argument("out", type=Path, help="the model directory to write")
     parser.add_argument("--shape", default="500M", choices=list(SHAPES))
     parser.add_argument("--tokenizer", type=Path, help="the released text tokenizer's files (vocab.json, "

@@ -1,6 +1,6 @@
 """Labelled training windows from real genomes, in the Carbon prompt format.
 
-    python -m carbon_app.training.data --out data/demo
+    python -m training.data --out data/demo
 
 Reads the packages of `sources.py`, labels every record with a species group
 (mammal, vertebrate, invertebrate, plant, fungus; prokaryotes stay untagged)
@@ -57,11 +57,12 @@ from pathlib import Path
 import numpy as np
 from Bio import SeqIO
 
-from ..core.dna import reverse_complement
-from ..core.tags import SCHEMES
-from ..core.tokens import dna_prompt
-from ..core.validate import argument_type, real_number
-from ..errors import InputError
+from carbon_app.core.dna import reverse_complement
+from carbon_app.core.tags import SCHEMES
+from carbon_app.core.tokens import dna_prompt
+from carbon_app.core.validate import argument_type, real_number
+from carbon_app.errors import InputError
+
 from .annotation import (
     Transcript,
     genbank_transcripts,
@@ -587,7 +588,7 @@ parse_mix = argument_type(_mix_shares)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.training.data", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m training.data", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("data/demo"))
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))

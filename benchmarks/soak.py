@@ -1,6 +1,6 @@
 """A bounded soak of the web app: mixed requests from several clients, then a report.
 
-    python -m carbon_app.tools.soak --seconds 600 --clients 4
+    python -m benchmarks.soak --seconds 600 --clients 4
 
 Starts `app.py` on a free loopback port (or uses --url), sends generate /
 score / scan requests with fixed seeds from each client until the time or the
@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..assets import ASSETS, REPO
+from carbon_app.assets import ASSETS, REPO
 
 
 def _free_port() -> int:
@@ -81,7 +81,7 @@ def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: 
          max_growth_mb: float = 50.0) -> dict:
     from gradio_client import Client
 
-    from ..core.dna import read_fasta
+    from carbon_app.core.dna import read_fasta
 
     examples = ASSETS / "examples"
     sequence = read_fasta(examples / "hbb.fa").sequence
@@ -154,7 +154,7 @@ def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m carbon_app.tools.soak", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--clients", type=int, default=4)

@@ -1,1 +1,0 @@
-"""Developer tools: the benchmark, the soak test and Carbon-shaped models with random weights."""
