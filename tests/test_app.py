@@ -113,12 +113,12 @@ _SCAN = dict(model="carbon-demo", species="none", region="none", sequence="ACGTA
              window=100, method="marginal", cds="")
 
 
-def test_the_readmes_named_client_call_works(client):
+def test_the_documented_client_call_works(client):
     import re
 
-    readme = (REPO / "README.md").read_text()
-    call = re.search(r"out = client\.predict\((.*?)\)\n", readme, re.S).group(1)
-    out = eval(f"client.predict({call})", {"client": client})  # noqa: S307 (the README's own example)
+    page = (REPO / "docs" / "app.md").read_text()
+    call = re.search(r"out = client\.predict\((.*?)\)\n", page, re.S).group(1)
+    out = eval(f"client.predict({call})", {"client": client})  # noqa: S307 (the documentation's own example)
     assert len(out[-1]["sequences"]) == 2 and all(len(s) == 120 for s in out[-1]["sequences"])
     assert out[-1]["prompt_text"] == "<fungi_species><protein_coding_region><dna>ATGTCT"
 
