@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -290,6 +291,20 @@ def test_with_carbon_auth_every_route_asks_for_a_sign_in_and_the_password_is_nev
             Client(url, auth=("ana", "wrong"), verbose=False)
         table, _, data = Client(url, auth=("ben", "other-one"), verbose=False).predict(api_name="/models")
         assert "carbon-demo" in data["configured"]
+        # the sign-in page says nothing of the API: no endpoint, parameter, model or genome name
+        signed_out = urllib.request.urlopen(url, timeout=30).read().decode()
+        assert '"auth_required":true' in signed_out.replace(" ", "")
+        assert "window.gradio_api_info = {};" in signed_out
+        assert not [word for word in ("score_variant", "carbon-demo", "HBB-locus-demo", "genome_file")
+                    if word in signed_out]
+        import http.cookiejar
+
+        jar = http.cookiejar.CookieJar()
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        browser.open(url + "login", data=urllib.parse.urlencode({"username": "ana", "password": password}).encode(),
+                     timeout=30)
+        signed_in = browser.open(url, timeout=30).read().decode()
+        assert "score_variant" in signed_in and "window.gradio_api_info = {};" not in signed_in  # the page itself
     finally:
         process.terminate()
         process.wait(timeout=30)

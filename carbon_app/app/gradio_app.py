@@ -15,6 +15,7 @@ import socket
 import time
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from .. import settings
 from ..assets import ASSETS
@@ -24,6 +25,7 @@ from ..model.manager import ModelManager
 from . import formatting as fmt
 from . import model_thread
 from .service import AppConfig, Service
+from .sign_in import HideApiSignedOut, sign_ins
 from .tabs.common import FREE, Page, guarded
 from .tabs.design import design_tab
 from .tabs.models import models_tab
@@ -91,21 +93,6 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     return demo
 
 
-def sign_ins(text: str | None) -> list[tuple[str, str]] | None:
-    """`CARBON_AUTH` (`USER:PASSWORD`, comma-separated for several) as Gradio's `auth` pairs; None when unset.
-    A malformed entry is named by its user and position only: the password never reaches a message or a log."""
-    if not text or not text.strip():
-        return None
-    pairs = []
-    for i, entry in enumerate(text.split(","), start=1):
-        user, sep, password = entry.strip().partition(":")
-        if not sep or not user.strip() or not password:
-            who = f"'{user.strip()}'" if sep and user.strip() else f"number {i}"
-            raise InputError(f"CARBON_AUTH entry {who} is not USER:PASSWORD (entries are separated by commas)")
-        pairs.append((user.strip(), password))
-    return pairs
-
-
 def stop_on_sigterm(grace_s: float) -> None:
     """SIGTERM (docker stop, a Space restarting) closes the server without losing finished work: new jobs are
     refused, each running one stops after the chunk it is on (a VCF keeps its finished records, closed,
@@ -147,6 +134,8 @@ def launch() -> None:
     log.setLevel(logging.INFO)
     settings.check_all()  # a bad value is named now, before the models load
     auth = sign_ins(settings.get("CARBON_AUTH"))
+    # with sign-in on, the page a visitor gets before signing in names no endpoint (`sign_in.HideApiSignedOut`)
+    app_kwargs = {"middleware": [Middleware(HideApiSignedOut)]} if auth else {}
     host, port = settings.get("GRADIO_SERVER_NAME"), settings.get("GRADIO_SERVER_PORT")
     check_port_free(host, port)  # before the models load, which takes a while
     grace = settings.get("CARBON_SHUTDOWN_GRACE_S")
@@ -167,4 +156,5 @@ def launch() -> None:
     demo.queue(max_size=settings.get("CARBON_QUEUE_SIZE"), default_concurrency_limit=1, api_open=False)
     stop_on_sigterm(grace)
     demo.launch(css=CSS, server_name=host, server_port=port, max_file_size=f"{5}mb",
-                allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)], auth=auth)
+                allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)], auth=auth,
+                app_kwargs=app_kwargs)
