@@ -18,6 +18,7 @@ import gzip
 import re
 import tempfile
 import time
+import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -41,6 +42,10 @@ NORMAL = "CARBON_NORMAL"  # each ALT's normal form, POS:REF>ALT as bcftools norm
 CHUNK = 512  # records scored together: enough to share windows, little enough to keep memory flat
 WRONG_BUILD_SHARE = 0.2  # REF mismatches above this share (and at least 5) suggest the wrong genome build
 _BASES = re.compile(r"^[ACGTNacgtn]+$")
+_CONTIG = re.compile(r"[!-~]+")  # a contig name: printable, no space (VCF 4.3 section 1.6.1)
+MAX_POS = 2**31 - 2  # the largest position a VCF may hold (and an index may reach)
+OWN_KEYS = (DELTA, NORMAL, PROBLEM, CONTEXT)  # this app's INFO keys: an earlier run's are replaced, not kept
+_OWN_HEADER = re.compile(rf"^##(INFO=<ID=({'|'.join(OWN_KEYS)})[,>]|FILTER=<ID={UNSCORED}[,>]|carbon_studio)")
 TSV_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "problem", "message", "more_damaging_than",
                "window_start", "window_end"]  # the contig span the delta's windows lie in, as scored
 
@@ -169,16 +174,30 @@ def count_alts(path: str | Path, limits: UploadLimits | None = None) -> int:
 
 
 def _malformed(fields: list[str]) -> str | None:
-    """Why a data line is not a VCF record, or None."""
+    """Why a data line is not a VCF record htslib can read and index, or None: every such line is named in
+    the outputs and left out, the records around it scored."""
     if len(fields) < 8:
         return f"has {len(fields)} tab-separated columns; a VCF record has at least 8"
-    if not fields[1].isdigit() or int(fields[1]) < 1:
-        return f"POS '{fields[1][:20]}' is not a position"
+    if not _CONTIG.fullmatch(fields[0]):
+        return f"CHROM '{fields[0][:40]}' is not a contig name (it is empty or holds a space or a tab)"
+    if not fields[1].isdigit() or not 1 <= int(fields[1]) <= MAX_POS:
+        return f"POS '{fields[1][:24]}' is not a position (1 to {MAX_POS:,})"
     if not _BASES.match(fields[3]):
         return f"REF '{fields[3][:20]}' is not bases"
     if not fields[4]:
         return "ALT is empty"
+    end = next((item[4:] for item in fields[7].split(";") if item.startswith("END=")), None)
+    if end is not None and not (end.isdigit() and int(fields[1]) <= int(end) <= MAX_POS):
+        return f"INFO END={end[:24]} is not a position at or after POS (at most {MAX_POS:,})"
     return None
+
+
+def _without_own(fields: list[str]) -> list[str]:
+    """A record's columns without an earlier run's annotations (this app's INFO keys and its FILTER), which this
+    run writes afresh: scoring an output again gives one value of each, never two that disagree."""
+    info = [item for item in fields[7].split(";") if item.split("=", 1)[0] not in OWN_KEYS]
+    kept = [name for name in fields[6].split(";") if name != UNSCORED]
+    return [*fields[:6], ";".join(kept) or ".", ";".join(info) or ".", *fields[8:]]
 
 
 def _prepare(vcf_in: Path, clean: Path, settings: str, context: int, made_by: Provenance
@@ -199,6 +218,8 @@ def _prepare(vcf_in: Path, clean: Path, settings: str, context: int, made_by: Pr
         with _open_text(vcf_in) as source, open(body, "w") as out:
             for number, line in enumerate(source, start=1):
                 if line.startswith("##"):
+                    if _OWN_HEADER.match(line):  # an earlier run's: this run writes its own
+                        continue
                     header.append(line.rstrip("\n"))
                     found = re.match(r"##(contig|INFO|FORMAT)=<ID=([^,>]+)", line)
                     if found:
@@ -214,14 +235,18 @@ def _prepare(vcf_in: Path, clean: Path, settings: str, context: int, made_by: Pr
                 if reason:
                     malformed.append((number, reason))
                     continue
+                fields = _without_own(fields)
                 used["contig"].add(fields[0])
                 used["INFO"].update(item.split("=", 1)[0] for item in fields[7].split(";") if item and item != ".")
                 if len(fields) > 8:
                     used["FORMAT"].update(key for key in fields[8].split(":") if key and key != ".")
                 records.append(number)
                 alts += fields[4].count(",") + 1
-                out.write(line if line.endswith("\n") else line + "\n")
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
+                out.write("\t".join(fields) + "\n")
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(f"the VCF '{vcf_in.name}' cannot be read: its compressed data is damaged ({exc}); "
+                         "compress it again (bgzip) or send it unpacked") from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"the VCF '{vcf_in.name}' cannot be read: {exc}") from None
     if column_line is None:
         raise InputError(f"the VCF '{vcf_in.name}' has no #CHROM header line: is it a VCF?")
@@ -260,8 +285,11 @@ def _records(clean: Path) -> Iterator[tuple[int, object]]:
     while True:
         with pysam.VariantFile(str(clean)) as vcf:
             records = iter(vcf)
-            for _ in range(done):
-                next(records)
+            for _ in range(done):  # past the records read before, the one that failed among them
+                try:
+                    next(records)
+                except (OSError, ValueError):
+                    pass
             while True:
                 try:
                     record = next(records)
