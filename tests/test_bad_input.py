@@ -279,6 +279,13 @@ def test_the_smaller_holes_each_get_a_named_message(tmp_path, monkeypatch, compa
     for out in ("missing_dir/x.vcf.gz", "missing_dir/x.vcf"):
         with pytest.raises(InputError, match="does not exist: make it first"):
             score_vcf(None, reference, vcf, tmp_path / out)
+    for folder in ("/sys", "/proc"):  # folders a root process is told it may write, and cannot
+        with pytest.raises(InputError, match=f"the folder of the output '{folder}/x.vcf.gz' cannot be written"):
+            score_vcf(None, reference, vcf, f"{folder}/x.vcf.gz")
+        from carbon_app.genome.regions import scan_regions
+
+        with pytest.raises(InputError, match=f"the folder of the output '{folder}/x.tsv' cannot be written"):
+            scan_regions(None, reference, vcf, f"{folder}/x.tsv")
     with pytest.raises(InputError, match="overlap or are out of order"):
         CodingSequence.parse("1..3,2..4", "ACGTACGTAC")
     with pytest.raises(InputError, match="the 100,001-base alternate allele does not fit"):

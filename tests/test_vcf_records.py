@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pysam
 import pytest
@@ -78,3 +79,14 @@ def test_a_damaged_gzip_is_named_in_one_sentence(demo, genome, tmp_path):
     damaged.write_bytes(packed[:12] + bytes(20) + packed[32:])  # the gzip magic kept, its contents broken
     with pytest.raises(InputError, match="its compressed data is damaged .*compress it again"):
         score_vcf(demo, genome, damaged, tmp_path / "out.vcf.gz", window=300)
+
+
+@pytest.mark.parametrize("name", [".vcf", "..vcf.gz", ".hidden.vcf"])
+def test_an_upload_named_as_a_dotfile_comes_back_as_files_a_person_can_see(service, tmp_path, name):
+    upload = tmp_path / name
+    text = HEADER + "".join(AROUND)
+    upload.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    summary, paths, rows = service.score_vcf("carbon-demo", None, str(upload), window=300,
+                                             genome_upload=str(REPO / "assets" / "examples" / HBB["file"]))
+    assert summary.scored == 2 and len(rows) == 2
+    assert all(not Path(path).name.startswith(".") for path in paths), paths

@@ -425,7 +425,8 @@ class Service:
         folder = self.result_folder()
         if genome_file:  # copied and indexed once every cheaper check has passed
             reference = uploaded_reference(genome_file, folder, self.config.upload_limits.expanded_bytes)
-        stem = path.name.removesuffix(".gz").removesuffix(".vcf")
+        # the outputs are named after the upload, never a dotfile (an upload named ".vcf" or "..vcf.gz")
+        stem = path.name.removesuffix(".gz").removesuffix(".vcf").strip(".") or "uploaded"
         vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
         with self._request("this VCF"):
             summary = score_vcf(target, reference, path, vcf_out, tsv_out, spec=spec, progress=progress,

@@ -72,10 +72,19 @@ def argument_type(check):
 
 
 def output_file(path) -> Path:
-    """A file to write, checked before any work: its folder exists and it is not a folder itself."""
+    """A file to write, checked before any work: its folder exists and takes a new file (tried, not asked: a
+    root process is told /sys is writable), and it is not a folder itself."""
+    import tempfile
+
     path = Path(path)
     if not path.parent.is_dir():
         raise InputError(f"the folder of the output '{path}' does not exist: make it first")
     if path.is_dir():
         raise InputError(f"the output '{path}' is a folder: name a file")
+    try:
+        with tempfile.TemporaryFile(dir=path.parent, prefix=".carbon-probe-"):
+            pass
+    except OSError as exc:
+        raise InputError(f"the folder of the output '{path}' cannot be written ({exc.strerror or exc}): choose "
+                         "another") from None
     return path

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.validate import output_file
 from ..errors import InputError
 from ..inference.provenance import Provenance
 from ..inference.spec import resolve_spec
@@ -89,6 +90,7 @@ def scan_regions(bundle: ModelBundle | None, reference: Reference, bed: str | Pa
     """Scan every region of `bed`, writing `out` (TSV) in BED order; with a `scorer` (a `RayScorer`) the
     regions are scanned by its workers, `bundle` may then be None."""
     began = time.perf_counter()
+    out = output_file(out)  # a folder that cannot take it is named before any work
     regions = read_bed(bed)
     summary = RegionsSummary(regions=len(regions))
     in_flight: deque = deque()
