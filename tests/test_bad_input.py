@@ -296,7 +296,7 @@ def test_result_files_are_kept_for_the_retention_age_and_size_and_a_running_jobs
     import os
     import time
 
-    from carbon_app.app.results import RECENT_S, Retention, expire
+    from carbon_app.app.results import Retention, expire
 
     root = tmp_path / "results"
     root.mkdir()
@@ -313,13 +313,45 @@ def test_result_files_are_kept_for_the_retention_age_and_size_and_a_running_jobs
     stale = folder("stale", 25 * 3600, 10)  # past the age: removed whatever the size
     old = folder("old", 5 * 3600, 600)  # within the age, the oldest: removed while the total is over the limit
     middle = folder("middle", 2 * 3600, 300)
-    running = folder("running", RECENT_S / 2, 500)  # written to a moment ago: a job still writing it
+    running = folder("running", 30 * 3600, 500)  # a job still writing it: held, whatever its age
     retention = Retention(max_age_s=24 * 3600, max_bytes=1000)
-    assert sorted(p.name for p in expire(root, retention, now)) == ["old", "stale"]  # 1,400 -> 800 bytes
+    removed, total = expire(root, retention, now, held={running})
+    assert sorted(p.name for p in removed) == ["old", "stale"] and total == 800
     assert not stale.exists() and not old.exists() and middle.exists() and running.exists()
-    assert expire(root, retention, now) == []  # within both bounds: nothing more goes
-    growing = folder("growing", 0, 2000)  # over the size: older folders go, the two being written stay
-    assert expire(root, retention, now) == [middle] and running.exists() and growing.exists()
+    assert expire(root, retention, now, held={running}) == ([], 800)  # within both bounds: nothing more goes
+    growing = folder("growing", 0, 2000)  # over the size: the folders not held go, newest or not
+    assert expire(root, retention, now, held={running}) == ([middle, growing], 500) and running.exists()
+
+
+def test_requests_at_any_rate_cannot_outrun_the_results_size_limit(tmp_path, demo_manager):
+    """Refused genome uploads leave nothing behind; results beyond the limit push out the oldest at once, and
+    when the running jobs' folders leave no room a new result is refused with a sentence."""
+    import gzip
+
+    from carbon_app.app.results import Retention
+    from carbon_app.genome.vcf import UploadLimits
+
+    limit = 3 * 2**20
+    service = Service(demo_manager, AppConfig(models=["carbon-demo"], output_dir=tmp_path / "out",
+                                              retention=Retention(max_bytes=limit),
+                                              upload_limits=UploadLimits(expanded_bytes=2**20)))
+    service.config.output_dir.mkdir()
+    vcf = tmp_path / "in.vcf"
+    vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+                   "HUMHBB_61001-64000\t1206\t.\tA\tT\t.\t.\t.\n")
+    big = tmp_path / "big.fa.gz"  # small packed, 2 MB unpacked: refused past the 1 MB the server takes
+    big.write_bytes(gzip.compress(b">chr1\n" + b"ACGT" * 2**19))
+    for _ in range(40):
+        with pytest.raises(InputError, match="expands to more than 1 MB"):
+            service.score_vcf("carbon-demo", None, str(vcf), genome_upload=str(big), window=300)
+    assert list(service.config.output_dir.iterdir()) == []  # nothing of the refused uploads is kept
+    for _ in range(12):  # 12 results of about 0.5 MB each, into a 3 MB limit
+        service._write("result.txt", "x" * 2**19)
+        held = sum(p.stat().st_size for p in service.config.output_dir.rglob("*") if p.is_file())
+        assert held <= limit
+    with service.results.held(2 * 2**20):  # a running job holds 2 MB of room
+        with pytest.raises(InputError, match="this server's space for results is full"):
+            service.results.new_folder(2 * 2**20)
 
 
 def test_the_service_clears_expired_results_before_it_writes_a_new_one(tmp_path, demo_manager, monkeypatch):

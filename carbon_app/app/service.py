@@ -48,7 +48,7 @@ from ..model.manager import ModelManager, out_of_memory_as_error
 from ..serving.client import ServerClient
 from ..serving.served import OWN_DRAFTS, ServedModel, connect, in_process_only
 from .exports import design_settings, designs_fasta, designs_genbank
-from .results import Retention, new_result_folder
+from .results import ResultSpace, Retention
 
 log = logging.getLogger("carbon_app")
 MAX_UPLOAD_BYTES = 5 * 2**20
@@ -98,6 +98,7 @@ class Service:
     def __init__(self, manager: ModelManager, config: AppConfig):
         self.manager = manager
         self.config = config
+        self.results = ResultSpace(config.output_dir, config.retention)  # where result files go, within bounds
         self.running = 0  # requests inside the engine now; back to 0 when each ends, fails or is cancelled
         self.stopped = 0  # streams closed before their end: cancelled, or the client went away
         self._running_lock = threading.Lock()
@@ -310,13 +311,8 @@ class Service:
                              "positions or records), or use the command line, which has no bound")
         return spec
 
-    def result_folder(self) -> Path:
-        """A new folder for one result's files (what the retention no longer keeps removed first)."""
-        return new_result_folder(self.config.output_dir, self.config.retention)
-
     def _write(self, name: str, text: str) -> str:
-        folder = self.result_folder()
-        path = folder / name
+        path = self.results.new_folder(len(text.encode())) / name
         path.write_text(text)
         return str(path)
 
@@ -422,15 +418,17 @@ class Service:
                              f"{self.config.max_vcf_alts:,} at a time (the command line, score-vcf, has no limit)")
         target = self.model(model)
         spec = self.bounded(resolve_spec(target, **options), f"this VCF's {alts:,} ALT alleles", alleles=alts)
-        folder = self.result_folder()
-        if genome_file:  # copied and indexed once every cheaper check has passed
-            reference = uploaded_reference(genome_file, folder, self.config.upload_limits.expanded_bytes)
-        # the outputs are named after the upload, never a dotfile (an upload named ".vcf" or "..vcf.gz")
-        stem = path.name.removesuffix(".gz").removesuffix(".vcf").strip(".") or "uploaded"
-        vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
-        with self._request("this VCF"):
-            summary = score_vcf(target, reference, path, vcf_out, tsv_out, spec=spec, progress=progress,
-                                renamed=renamed)
+        # room for an uploaded genome as it may expand, and for the annotated copy of the VCF and its table
+        room = (self.config.upload_limits.expanded_bytes if genome_file else 0) + 4 * path.stat().st_size
+        with self.results.held(room) as folder:
+            if genome_file:  # copied and indexed once every cheaper check has passed
+                reference = uploaded_reference(genome_file, folder, self.config.upload_limits.expanded_bytes)
+            # the outputs are named after the upload, never a dotfile (an upload named ".vcf" or "..vcf.gz")
+            stem = path.name.removesuffix(".gz").removesuffix(".vcf").strip(".") or "uploaded"
+            vcf_out, tsv_out = folder / f"{stem}.carbon.vcf.gz", folder / f"{stem}.carbon.tsv"
+            with self._request("this VCF"):
+                summary = score_vcf(target, reference, path, vcf_out, tsv_out, spec=spec, progress=progress,
+                                    renamed=renamed)
         if summary.partial:  # a shutdown: the page may not hear of it, the server's log does
             log.warning("VCF job %s: %s; outputs kept in %s", folder.name, summary.partial.sentence(), folder)
         table = [line for line in tsv_out.read_text().splitlines() if not line.startswith("## ")]  # no provenance
