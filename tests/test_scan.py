@@ -8,7 +8,7 @@ import pytest
 from carbon_app.errors import InputError
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import frame_windows, score_sequence, score_variant
-from tests.conftest import random_dna
+from tests.conftest import REPO, random_dna
 
 SEQ = random_dna(150, seed=5)
 
@@ -76,3 +76,35 @@ def test_substitutions_beside_ambiguous_bases_score_as_the_variant_tab_scores_th
 def test_bad_regions(compact, start, end, message):
     with pytest.raises(InputError, match=message):
         scan_substitutions(compact, SEQ, start, end)
+
+
+def test_a_stop_asked_during_a_wide_ranking_waits_for_one_batch_of_passes_at_most(demo):
+    """A cancel, a closed tab or a shutdown's second signal stops a scan (a context ranking is one) at its next
+    batch of substitutions' passes, not at the end of the window group it is in: no more than one forward
+    pass of the model runs after the stop is asked."""
+    import threading
+
+    from carbon_app.core.dna import read_fasta
+    from carbon_app.core.stopping import Stopped, stoppable
+
+    sequence = read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
+    asked, after = threading.Event(), []
+    forward = demo.hidden_states
+
+    def counted(*args, **kwargs):
+        if asked.is_set():
+            after.append(1)
+        out = forward(*args, **kwargs)
+        if not asked.is_set() and len(after) == 0 and counted.calls == 3:  # asked while the third pass runs
+            asked.set()
+        counted.calls += 1
+        return out
+
+    counted.calls = 0
+    demo.hidden_states = counted
+    try:
+        with stoppable(asked), pytest.raises(Stopped):
+            scan_substitutions(demo, sequence, 700, 1700, window=1200, method="chain")
+    finally:
+        del demo.hidden_states
+    assert counted.calls >= 4 and len(after) <= 1, (counted.calls, len(after))

@@ -109,7 +109,9 @@ def stop_on_sigterm(grace_s: float) -> None:
             stopping.shut_down("SIGTERM", now=True)
             stopping.wait_for_jobs(10)
         time.sleep(0.5)  # the last results on their way to their pages
-        log.warning("SIGTERM: every job has stopped; the server closes")
+        left = stopping.running_jobs()  # said as it is: a job past its checkpoints is not called stopped
+        log.warning("SIGTERM: %s; the server closes", "every job has stopped" if not left else
+                    f"{left} job(s) still running, stopped with the process")
         raise KeyboardInterrupt  # Gradio's own way out of launch(): it closes the server
 
     signal.signal(signal.SIGTERM, on_sigterm)

@@ -346,6 +346,7 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     deltas = [{p: np.full(4, np.nan) for p in positions} for _, _, positions in windows]
     for t, jobs in sorted(by_token.items()):
         for c in range(0, len(jobs), alt_rows):
+            checkpoint()  # one batch of substitutions' forward passes is all a stop waits for
             chunk = jobs[c : c + alt_rows]
             which = torch.tensor([r for r, _, _ in chunk], device=bundle.device)
             alt_allowed = allowed[which, t].clone()  # [batch, k, 4]
