@@ -17,6 +17,7 @@ from carbon_app.genome.reference import read_renaming
 from .conftest import REPO
 
 HBB = read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
+CONTIG = "HUMHBB_61001-64000"
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +45,24 @@ def test_a_vcf_on_contigs_the_genome_lacks_names_them_its_own_and_how_to_add_one
     assert (f"The genome {DEMO_GENOME} has no contig 17 (4 ALT alleles); its contigs are "
             "HUMHBB_61001-64000.") in said
     assert "CARBON_REFERENCES=NAME=PATH" in said and "--reference" in said and "--rename-chrs" in said
+    # the page says it with its own controls, not the command line's flags
+    from carbon_app.app.formatting import vcf_markdown
+
+    shown = vcf_markdown(summary)
+    assert "“Your own genome, contig names”" in shown and "“Contig names” box" in shown
+    assert "--rename-chrs" not in shown and "CARBON_REFERENCES" not in shown and "score-vcf" not in shown
     assert [p.rsplit(".", 2)[-2:] for p in paths] == [["vcf", "gz"], ["gz", "tbi"], ["carbon", "tsv"]]
     assert len(rows) == 4
+
+
+def test_a_vcf_out_of_coordinate_order_says_why_it_has_no_index(service, tmp_path):
+    vcf = tmp_path / "unsorted.vcf"
+    vcf.write_text("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+                   f"{CONTIG}\t1206\t.\tA\tT\t.\t.\t.\n{CONTIG}\t1205\t.\tG\tA\t.\t.\t.\n")
+    summary, paths, rows = service.score_vcf("carbon-demo", DEMO_GENOME, str(vcf), frames=1, window=300)
+    assert not [p for p in paths if p.endswith(".tbi")] and summary.scored == 2
+    assert any(line.startswith("The records are not in coordinate order, so the annotated VCF has no tabix index")
+               and "bcftools sort" in line for line in summary.lines())
 
 
 @pytest.mark.parametrize("packed", [False, True])

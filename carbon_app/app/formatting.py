@@ -7,6 +7,7 @@ from statistics import median
 from urllib.parse import urlencode
 
 from ..core.coding import CLASSES
+from ..genome.vcf import Remedies
 from ..inference.spec import METHOD_WORDS, measured_spec
 from ..model.card import quality_delta_radius, quality_method
 from .exports import LINE
@@ -229,7 +230,14 @@ def vcf_rows(rows: list[list[str]]) -> list[list]:
 def vcf_markdown(summary) -> str:
     """The summary's sentences as a list; they quote the VCF's own text (a malformed REF, a contig), so that is
     shown as text."""
-    return "\n".join(f"- {plain(line)}" for line in summary.lines())
+    return "\n".join(f"- {plain(line)}" for line in summary.lines(PAGE_REMEDIES))
+
+
+#: the VCF tab's own controls, named where a summary says how to fix what it found
+PAGE_REMEDIES = Remedies(
+    other_genome="choose it in the Genome list, or upload its FASTA under “Your own genome, contig names”",
+    renaming="type the pairs in the “Contig names” box there: the VCF's name and the genome's, one pair "
+             "a line")
 
 
 #: genomes whose variants are human (a mammal, as the cards' groups name it)

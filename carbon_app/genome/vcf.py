@@ -88,8 +88,10 @@ class VcfSummary:
         if "unknown_contig" in problems:
             self.missing_contigs[contig] += problems.count("unknown_contig")
 
-    def lines(self) -> list[str]:
-        """The summary in sentences."""
+    def lines(self, remedies: Remedies | None = None) -> list[str]:
+        """The summary in sentences, each fix said in the words of the face it is read in (`remedies`: the
+        command line's unless given)."""
+        remedies = remedies or COMMAND_LINE
         out = [f"{self.records:,} records, {self.alts:,} ALT alleles: {self.scored:,} scored in {self.seconds:.1f} s"]
         if self.resumed:
             out.append(f"{self.resumed:,} records kept from the partial output this run resumed")
@@ -99,12 +101,15 @@ class VcfSummary:
         out += [f"line {line}: {reason} (not a VCF record; left out of the VCF, listed in the TSV)"
                 for line, reason in self.malformed]
         if self.missing_contigs:
-            out.append(self.contig_hint())
+            out.append(self.contig_hint(remedies))
         if self.hint:
             out.append(self.hint)
+        if not self.sorted and self.records:
+            out.append("The records are not in coordinate order, so the annotated VCF has no tabix index (.tbi): "
+                       f"sort the input ({remedies.sort}) to get one.")
         return out
 
-    def contig_hint(self) -> str:
+    def contig_hint(self, remedies: Remedies | None = None) -> str:
         """Which of the VCF's contigs the genome lacks, which it has, and how to score them."""
         top = self.missing_contigs.most_common(5)
         lacked = ", ".join(f"{name} ({n:,} ALT allele{'s' if n != 1 else ''})" for name, n in top)
@@ -112,10 +117,25 @@ class VcfSummary:
             lacked += f" and {len(self.missing_contigs) - len(top):,} more"
         has = ", ".join(self.genome_contigs[:6]) + (f", ... ({len(self.genome_contigs):,} in all)"
                                                     if len(self.genome_contigs) > 6 else "")
+        remedies = remedies or COMMAND_LINE
         return (f"The genome {self.genome} has no contig {lacked}; its contigs are {has}. Score these against a "
-                "genome that has them (score-vcf --reference FASTA; on a server, a FASTA uploaded beside the VCF "
-                "or a genome added to CARBON_REFERENCES=NAME=PATH), or map the VCF's contig names to the "
-                "genome's with a renaming table ('VCF_NAME GENOME_NAME' a line: --rename-chrs FILE).")
+                f"genome that has them ({remedies.other_genome}), or map the VCF's contig names to the genome's "
+                f"({remedies.renaming}).")
+
+
+@dataclass(frozen=True)
+class Remedies:
+    """How a person fixes what a VCF summary names, in the words of the face they read it in."""
+
+    other_genome: str
+    renaming: str
+    sort: str = "bcftools sort in.vcf -Oz -o sorted.vcf.gz"
+
+
+COMMAND_LINE = Remedies(
+    other_genome="score-vcf --reference FASTA; on a server, a FASTA uploaded beside the VCF or a genome added to "
+                 "CARBON_REFERENCES=NAME=PATH",
+    renaming="a renaming table, 'VCF_NAME GENOME_NAME' a line: --rename-chrs FILE")
 
 
 def _open_text(path: Path):
