@@ -752,6 +752,58 @@ def _variant_result(page) -> tuple[str, str, str]:
             page.get_by_text("possible substitutions within").first.inner_text())
 
 
+#: WCAG contrast of an element's text on the background it is drawn on (the nearest ancestor's that is opaque)
+_CONTRAST_JS = """el => {
+  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = c => { const [r, g, b] = rgb(c).slice(0, 3).map(v => { v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  let back = el, fill = "rgb(255, 255, 255)";
+  while (back) { const c = getComputedStyle(back).backgroundColor; const a = rgb(c);
+    if (a.length === 3 || (a.length === 4 && a[3] > 0.9)) { fill = c; break; } back = back.parentElement; }
+  const [hi, lo] = [lum(getComputedStyle(el).color), lum(fill)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("width", [1400, 400])
+def test_text_and_buttons_meet_aa_contrast_in_one_font_family_and_genbank_has_the_date(server, width):
+    """Helper text (a field's info line), placeholders and the Generate and Stop buttons read at 4.5:1 or more
+    on what they are drawn on; the page uses the system's font family, no web font whose bold falls back letter
+    by letter; a design's GenBank file carries the day it was made, not 01-JAN-1980."""
+    import datetime
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _new_page(browser, width, 1200)
+        page.goto(server)
+        page.get_by_role("button", name="Generate").wait_for()
+        info = page.locator('[data-testid="block-info"]').filter(visible=True)
+        measured = {"helper text": info.first.evaluate(_CONTRAST_JS),
+                    "Generate": page.get_by_role("button", name="Generate", exact=True).evaluate(_CONTRAST_JS),
+                    "Stop": page.get_by_role("button", name="Stop", exact=True).evaluate(_CONTRAST_JS)}
+        page.get_by_role("tab", name="Variant").click()
+        hint = page.get_by_text("1-based; HGVS c. names").first  # a text box's info line (#BBBBC2: 1.9:1)
+        measured["a text box's helper text"] = hint.evaluate(_CONTRAST_JS)
+        assert all(ratio >= 4.5 for ratio in measured.values()), measured
+        page.get_by_role("tab", name="Design").click()
+        family = page.evaluate("getComputedStyle(document.querySelector('.gradio-container')).fontFamily")
+        assert family.startswith("ui-sans-serif"), family
+        page.wait_for_timeout(500)  # the Design and Variant tabs drawn, their bold and plain text
+        webfonts = page.evaluate("[...document.fonts].filter(f => f.status !== 'unloaded').map(f => f.family)")
+        assert webfonts == [], webfonts  # no font file is fetched: bold and plain text are one family
+        page.get_by_label("Bases to generate (exact)", exact=True).fill("30")
+        page.get_by_role("button", name="Generate").click()
+        genbank = _downloaded(page, "designs.gb")
+        assert datetime.date.today().strftime("%d-%b-%Y").upper() in genbank.splitlines()[0]
+        assert page.get_by_text("Downloads (FASTA, GenBank, JSON)").count() >= 1
+        browser.close()
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 def test_a_link_that_asks_for_a_long_job_fills_the_form_and_waits_for_a_click(server):

@@ -10,6 +10,7 @@ translation), and each constraint with its check as a qualifier.
 
 from __future__ import annotations
 
+import datetime
 import io
 import re
 
@@ -68,6 +69,7 @@ def design_records(result, reports: list[dict] | None = None) -> list:
         settings["weights"] = result.provenance.short_weights
     shown = "; ".join(f"{key}={value}" for key, value in settings.items() if key not in ("constraints", "mask"))
     start = len(result.prompt)
+    made_on = datetime.date.today().strftime("%d-%b-%Y").upper()  # GenBank's LOCUS date (Biopython: 01-JAN-1980)
     records = []
     for index, sequence in enumerate(result.sequences, start=1):
         report = reports[index - 1] if reports else {}
@@ -75,7 +77,7 @@ def design_records(result, reports: list[dict] | None = None) -> list:
                            description=f"Carbon Studio design {index} of {len(result.sequences)}, "
                                        f"{result.model}, seed {result.seed}")
         record.annotations.update(molecule_type="DNA", topology="linear", data_file_division="SYN",
-                                  comment=f"made with {shown}")
+                                  date=made_on, comment=f"made with {shown}")
         source = {"organism": "synthetic construct", "mol_type": "other DNA"}
         if report.get("total") is not None:
             source["note"] = [f"log-likelihood under {result.model}: {report['total']:.2f} nats "

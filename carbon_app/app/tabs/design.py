@@ -117,7 +117,7 @@ def design_tab(page: Page) -> None:
     checks = gr.Markdown(elem_classes="carbon-table")
     with gr.Accordion("Exact prompt sent (text and token ids)", open=False):
         prompt_info = gr.Code(label="prompt", language=None)
-    files = gr.File(label="Downloads (FASTA, JSON)", file_count="multiple")
+    files = gr.File(label="Downloads (FASTA, GenBank, JSON)", file_count="multiple")
     with gr.Accordion("Raw result (JSON)", open=False):
         design_json = gr.JSON()
 
