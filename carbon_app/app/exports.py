@@ -97,6 +97,13 @@ def design_records(result, reports: list[dict] | None = None) -> list:
             record.features.append(SeqFeature(FeatureLocation(start + lo, start + hi), type="misc_feature",
                                               qualifiers={"note": [what]}))
         protein = result.constraints.values()["protein"] if result.constraints else ""
+        frame = _open_frame(str(record.seq), start, report)
+        if frame and not protein:  # the frame the checks read (a prompt's, a mask's or its own ATG), open
+            begin, end, translation, whose = frame
+            record.features.append(SeqFeature(
+                FeatureLocation(begin, end), type="CDS",
+                qualifiers={"codon_start": ["1"], "transl_table": ["1"], "translation": [translation],
+                            "note": [f"the open reading frame from {whose}, as the design's checks read it"]}))
         if protein:
             table = result.constraints.values()["codon_table"]
             coding = Seq(sequence[: 3 * len(protein)])
@@ -107,6 +114,24 @@ def design_records(result, reports: list[dict] | None = None) -> list:
                             "note": ["encodes the protein the design was constrained to"]}))
         records.append(record)
     return records
+
+
+def _open_frame(whole: str, start: int, report: dict) -> tuple[int, int, str, str] | None:
+    """(begin, end, protein, whose ATG) of the reading frame a design's checks read, in the record's
+    coordinates (prompt then design) through its first stop codon; None where the checks read none or found
+    a premature stop in it."""
+    from Bio.Seq import Seq
+
+    owner = report.get("coding_frame")
+    if not owner or report.get("in_frame_stops"):
+        return None
+    begin = 0 if owner == "prompt" else start + (report.get("frame_start") or 1) - 1
+    codons = (len(whole) - begin) // 3 * 3
+    protein = str(Seq(whole[begin : begin + codons]).translate(table=1))
+    stop = protein.find("*")
+    length = len(protein) if stop < 0 else stop
+    whose = {"prompt": "the prompt's ATG", "mask": "the ATG the mask fixes"}.get(owner, "the design's own ATG")
+    return begin, begin + 3 * length + (3 if stop >= 0 else 0), protein[:length], whose
 
 
 def designs_genbank(result, reports: list[dict] | None = None) -> str:

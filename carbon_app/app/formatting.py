@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from ..core.coding import CLASSES
 from ..genome.vcf import Remedies
+from ..inference.checks import LOW_COMPLEXITY_BASES
 from ..inference.spec import METHOD_WORDS, measured_spec
 from ..model.card import quality_delta_radius, quality_method
 from .exports import LINE
@@ -308,7 +309,8 @@ def frame_words(r: dict) -> str:
     """The coding check in words: read in the frame the prompt's (or the design's own) ATG sets."""
     if r["coding_frame"] is None:
         return "not coding (no ATG start)"
-    whose = "the prompt's ATG" if r["coding_frame"] == "prompt" else "its own ATG"
+    whose = {"prompt": "the prompt's ATG", "mask": f"the ATG the mask fixes at {r.get('frame_start') or 1:,}"}.get(
+        r["coding_frame"], "its own ATG")
     if r["in_frame_stops"]:
         where = ", ".join(f"{p:,}" for p in r["in_frame_stops"][:5]) + ("…" if len(r["in_frame_stops"]) > 5 else "")
         return f"**FAILS**: stop codon in frame at {where} (frame of {whose})"
@@ -327,20 +329,25 @@ def constraint_words(checks: list[dict]) -> str:
 
 def report_markdown(reports: list[dict]) -> str:
     """One row per design: its checks, its constraints and its log-likelihood with its rank among the samples."""
-    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein | constraints "
-             "| log-lik (rank) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein | low complexity "
+             "| constraints | log-lik (rank) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(reports, start=1):
         mask = "—" if r["mask_satisfied"] is None else ("satisfied" if r["mask_satisfied"] else "VIOLATED")
         orf = (f"{r['orf_length_aa']} aa, {r['orf_strand']} strand, {r['orf_start']}–{r['orf_end']}"
                if r["orf_start"] else "none")
         protein = r["orf_protein"][:40] + ("…" if len(r["orf_protein"]) > 40 else "")
+        repeat = r.get("low_complexity")
         likelihood = "—" if r.get("total") is None else f"{r['total']:.2f} ({r['rank']} of {len(reports)})"
+        if repeat and r.get("total") is not None:  # a likely design may be likely for its repeat
+            likelihood += " ⚠ repeat"
         lines.append(f"| {i} | {r['length']:,}/{r['expected_length']:,} | {mask} | {100 * r['gc_content']:.1f}% | "
-                     f"{frame_words(r)} | {orf} | `{protein}` | {constraint_words(r.get('constraints', []))} | "
-                     f"{likelihood} |")
+                     f"{frame_words(r)} | {orf} | `{protein}` | {f'⚠ {repeat}' if repeat else 'none'} | "
+                     f"{constraint_words(r.get('constraints', []))} | {likelihood} |")
     flank = any(r.get("ll_flank") is not None for r in reports)
     lines.append("\nlog-lik: natural log of each design under the model, after its prompt"
-                 + (" and with the downstream flank" if flank else "") + "; rank 1 = most likely.")
+                 + (" and with the downstream flank" if flank else "") + "; rank 1 = most likely. Low complexity: "
+                 f"the longest tandem repeat (a unit of 1-6 bases) where it spans {LOW_COMPLEXITY_BASES} bases or "
+                 "more; a language model finds repeats likely, so a repeat can rank a design high.")
     missing = next((r["ll_missing"] for r in reports if r.get("ll_missing")), None)
     if missing:
         lines.append(f"No log-likelihood: {html.escape(missing)}")

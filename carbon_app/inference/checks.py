@@ -1,9 +1,10 @@
 """What a biologist checks first in a designed sequence: length, mask, GC, the reading frame, the longest ORF.
 
-A design that continues a coding prompt (one that starts with ATG), or whose
-own first bases are ATG (a coding template), is read in that frame: every
-stop codon in it before the design's last codon is a failure, named by its
-position, whatever longer ORF some other frame happens to hold.
+A design that continues a coding prompt (one that starts with ATG), whose mask
+fixes an ATG (a Kozak-and-start template such as GCCACCATGG...TAA), or whose own
+first bases are ATG, is read in that frame: every stop codon in it before the
+design's last codon (and not fixed by the mask itself) is a failure, named by
+its position, whatever longer ORF some other frame happens to hold.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ class SequenceReport:
     orf_strand: str | None  # "+" or "-"
     orf_length_aa: int
     orf_protein: str
-    coding_frame: str | None = None  # "prompt" or "design": whose ATG sets the frame; None: not coding
+    coding_frame: str | None = None  # "prompt", "mask" or "design": whose ATG sets the frame; None: not coding
+    frame_start: int | None = None  # 1-based design position of the frame's first whole codon (the ATG's)
     in_frame_stops: list[int] | None = None  # 1-based positions in the design of premature in-frame stops
     frame_protein: str = ""  # the design's bases translated in that frame
+    low_complexity: str | None = None  # the longest tandem repeat, where it is long enough to flag: "(TG)13 at 34-59"
 
     @property
     def coding_ok(self) -> bool | None:
@@ -67,30 +70,80 @@ def longest_orf(seq: str, table: int = 1) -> tuple[int | None, int | None, str |
     return best
 
 
-def coding_frame(seq: str, prompt: str = "", table: int = 1) -> tuple[str | None, list[int], str]:
+LOW_COMPLEXITY_BASES = 16  # a tandem repeat this long (and of 3 copies at least) is flagged
+
+
+def tandem_repeat(seq: str, longest_unit: int = 6) -> tuple[int, int, str] | None:
+    """(start, end, unit) of the longest run of one unit of 1..`longest_unit` bases repeated back to back
+    (0-based, half-open; its last copy may be partial), or None for a sequence without one: the low-complexity
+    stretches ((TG)n, poly-A, satellite-like runs) a designer wants named before a design is ordered."""
+    best: tuple[int, int, str] | None = None
+    for unit in range(1, longest_unit + 1):
+        run = 0
+        for i in range(unit, len(seq) + 1):
+            if i < len(seq) and seq[i] == seq[i - unit]:
+                run += 1
+                continue
+            span = run + unit
+            if run and span >= 2 * unit and (best is None or span > best[1] - best[0]):
+                best = (i - span, i, seq[i - span : i - span + unit])
+            run = 0
+    return best
+
+
+def low_complexity(seq: str) -> str | None:
+    """The longest tandem repeat in words ("(TG)13 at 34-59", 1-based), where it spans LOW_COMPLEXITY_BASES
+    bases and three copies or more; else None."""
+    found = tandem_repeat(seq)
+    if found is None:
+        return None
+    start, end, unit = found
+    if end - start < max(LOW_COMPLEXITY_BASES, 3 * len(unit)):
+        return None
+    return f"({unit}){(end - start) // len(unit)} at {start + 1}-{end}"
+
+
+def mask_start(mask: str | None) -> int | None:
+    """0-based design position of the first ATG a mask fixes (its three bases given as A, T, G), or None."""
+    found = (mask or "").upper().find("ATG")
+    return None if found < 0 else found
+
+
+def coding_frame(seq: str, prompt: str = "", table: int = 1, mask: str | None = None
+                 ) -> tuple[str | None, list[int], str, int | None]:
     """(whose ATG sets the frame, premature in-frame stops as 1-based design positions, the design's
-    codons translated) for a design continuing an ATG-started prompt or starting with ATG itself."""
+    codons translated from that frame's first whole codon, that codon's 1-based position) for a design
+    continuing an ATG-started prompt, whose mask fixes an ATG, or starting with ATG itself."""
+    fixed = mask_start(mask)
     if prompt.startswith("ATG"):
         owner, offset = "prompt", -len(prompt) % 3  # design bases before its first whole codon
+    elif fixed is not None:
+        owner, offset = "mask", fixed
     elif seq.startswith("ATG"):
         owner, offset = "design", 0
     else:
-        return None, [], ""
+        return None, [], "", None
     usable = (len(seq) - offset) // 3 * 3
     protein = str(Seq(seq[offset : offset + usable]).translate(table=table))
     last = len(protein) - 1
-    stops = [offset + 3 * i + 1 for i, aa in enumerate(protein) if aa == "*" and i < last]
+    written = (mask or "").upper()
+
+    def intended(at: int) -> bool:  # a stop the mask itself fixes is the design's end, not a failure
+        return written[at : at + 3] in ("TAA", "TAG", "TGA")
+
+    stops = [offset + 3 * i + 1 for i, aa in enumerate(protein)
+             if aa == "*" and i < last and not intended(offset + 3 * i)]
     if owner == "prompt" and offset:  # the codon the prompt's last bases open runs into the design
         codon = prompt[len(prompt) - (3 - offset) :] + seq[:offset]
         if len(codon) == 3 and str(Seq(codon).translate(table=table)) == "*":
             stops.insert(0, 1)
-    return owner, stops, protein
+    return owner, stops, protein, offset + 1
 
 
 def report(seq: str, expected_length: int, mask: str | None = None, prompt: str = "") -> SequenceReport:
     gc = (seq.count("G") + seq.count("C")) / len(seq) if seq else 0.0
     start, end, strand, protein = longest_orf(seq)
-    owner, stops, frame_protein = coding_frame(seq, prompt)
+    owner, stops, frame_protein, frame_start = coding_frame(seq, prompt, mask=mask)
     return SequenceReport(
         length=len(seq),
         expected_length=expected_length,
@@ -102,8 +155,10 @@ def report(seq: str, expected_length: int, mask: str | None = None, prompt: str 
         orf_length_aa=len(protein),
         orf_protein=protein,
         coding_frame=owner,
+        frame_start=frame_start,
         in_frame_stops=stops if owner else None,
         frame_protein=frame_protein,
+        low_complexity=low_complexity(seq),
     )
 
 
