@@ -752,6 +752,34 @@ def _variant_result(page) -> tuple[str, str, str]:
             page.get_by_text("possible substitutions within").first.inner_text())
 
 
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("width", [1400, 400])
+def test_a_protein_sets_the_length_in_the_form_and_a_short_mask_is_padded_before_generate(server, width):
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _new_page(browser, width, 1600)
+        page.goto(server)
+        bases = page.get_by_label("Bases to generate (exact)", exact=True)
+        expect(bases).to_have_value("300")
+        page.get_by_text("Design constraints (enforced while sampling)").click()
+        page.get_by_label("Protein to encode (one-letter code; sets the length)", exact=True).fill("MSKGEELFTGVV")
+        expect(bases).to_have_value("36")  # the Bases field follows the protein's codons
+        page.get_by_text("the design will have 36 bases, encoded from its first base").first.wait_for()
+        mask = page.get_by_label("Per-position mask (IUPAC over the new bases, optional)")
+        mask.fill("ATG")
+        page.get_by_text("the mask has 3 positions but the design will have 36 bases").first.wait_for()
+        page.get_by_role("button", name="Pad with N after").click()
+        expect(mask).to_have_value("ATG" + "N" * 33)
+        page.get_by_text("✓ mask of 36 positions").first.wait_for()
+        page.get_by_role("button", name="Generate", exact=True).click()
+        page.get_by_text("bases/s").first.wait_for()  # made: no conflict left for Generate to find
+        assert page.get_by_text("mask has 300 positions").count() == 0
+        browser.close()
+
+
 #: WCAG contrast of an element's text on the background it is drawn on (the nearest ancestor's that is opaque)
 _CONTRAST_JS = """el => {
   const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);

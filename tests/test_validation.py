@@ -105,3 +105,19 @@ def test_the_design_form_draws_a_fresh_seed_by_default_reports_it_and_the_seed_m
     assert first["seed"] != second["seed"] and first["sequences"] != second["sequences"]
     assert f"seed {first['seed']}" in page  # reported on the page
     assert design(seed=first["seed"])[0]["sequences"] == first["sequences"]
+
+
+def test_the_form_says_how_length_protein_and_mask_stand_before_generate():
+    """A protein sets the length (its codons), and the form says so as it is typed; a mask of another length is
+    named against the length the design will have; a mask that fixes bases where the protein's codons go is
+    named; a short mask can be padded with N after it or before it (a mask that ends in a stop)."""
+    from carbon_app.app.tabs.design import design_length, mask_check, pad_mask
+
+    assert design_length(300, "MSKGEELFTGVV") == (36, "the protein has 12 residues, 36 bases")
+    said = mask_check("N" * 300, 300, "MSKGEELFTGVV")
+    assert "the design will have 36 bases, encoded from its first base (the 300 typed under Bases are not used)" \
+        in said and "the mask has 300 positions but the design will have 36 bases" in said
+    assert "a Kozak or other element before the start belongs in the prompt" in mask_check("GCCACCNNN", 9, "MSK")
+    assert "Pad with N" in mask_check("TAA", 30) and mask_check("N" * 30, 30) == "✓ mask of 30 positions"
+    assert pad_mask("TAA", 30, before=True) == "N" * 27 + "TAA" and pad_mask("GCCACCATGG", 12) == "GCCACCATGGNN"
+    assert pad_mask("ATG", 0, "MSK") == "ATGNNNNNN" and pad_mask("N" * 40, 30) == "N" * 40  # not cut

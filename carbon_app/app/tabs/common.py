@@ -66,7 +66,8 @@ def guarded(fn):
             raise exc
         if isinstance(exc, CarbonError):
             fail(exc)
-        raise gr.Error(report_bug(exc, f"the page's {fn.__name__}"), print_exception=False) from None
+        where = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "handler")
+        raise gr.Error(report_bug(exc, f"the page's {where}"), print_exception=False) from None
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import gradio as gr
 
 from ...core.dna import mask_from_template
@@ -53,18 +55,64 @@ def _value_before_typing(component):
     return "" if component.value is None else component.value
 
 
-def mask_check(mask, n_bases) -> str:
-    """The mask's length against the bases asked for, as it is typed."""
-    if not mask or not mask.strip():
-        return "No mask: every position may be any base."
+def design_length(n_bases, protein=None) -> tuple[int | None, str]:
+    """(the bases the design will have, why): a protein's codons where one is given (it sets the length, as the
+    request does), else the number asked for; None where neither says."""
+    fixed = DesignConstraints.from_options(protein=protein).fixed_length() if protein and str(protein).strip() \
+        else None
+    if fixed:
+        return fixed
+    asked = whole_number(n_bases, "the number of bases", 0) if n_bases not in (None, "") else None
+    return asked, f"{asked:,} bases asked for" if asked else ""
+
+
+def mask_check(mask, n_bases, protein=None) -> str:
+    """How the length, a protein and the mask stand together, as they are typed: the length the design will
+    have, and each conflict named before Generate (not after it)."""
     try:
-        length = len(mask_from_template(mask))
-        asked = whole_number(n_bases, "the number of bases", 0) if n_bases not in (None, "") else None
+        length, why = design_length(n_bases, protein)
+        positions = len(mask_from_template(mask)) if mask and mask.strip() else None
     except CarbonError as exc:
         return f"⚠️ {fmt.plain(exc)}"
-    if asked and length != asked:
-        return f"⚠️ the mask has {length:,} positions but {asked:,} bases are asked for"
-    return f"✓ mask of {length:,} positions"
+    said = []
+    if protein and str(protein).strip():
+        said.append(f"ℹ️ {why}: the design will have {length:,} bases, encoded from its first base"
+                    + (f" (the {n_bases:,.0f} typed under Bases are not used)"
+                       if isinstance(n_bases, (int, float)) and n_bases and n_bases != length else "") + ".")
+        if positions and mask.strip().upper().strip("N"):
+            said.append("⚠️ the mask fixes bases where the protein's codons go: they must be codons of it (a "
+                        "Kozak or other element before the start belongs in the prompt).")
+    if positions is None:
+        said.append("No mask: every position may be any base.")
+    elif length and positions != length:
+        said.append(f"⚠️ the mask has {positions:,} positions but the design will have {length:,} bases"
+                    + (": **Pad with N** (after or before it) makes up the rest." if positions < length else "."))
+    else:
+        said.append(f"✓ mask of {positions:,} positions")
+    return " ".join(said)
+
+
+def pad_mask(mask, n_bases, protein=None, before: bool = False) -> str:
+    """The mask with N (any base) added after it (or `before` it: a mask that ends in a stop) up to the
+    design's length; as it was where it is not shorter or no length is known."""
+    try:
+        length, _ = design_length(n_bases, protein)
+    except CarbonError:
+        return mask
+    mask = (mask or "").strip()
+    if not length or len(mask) >= length:
+        return mask
+    padding = "N" * (length - len(mask))
+    return padding + mask if before else mask + padding
+
+
+def length_of_protein(protein, n_bases):
+    """The Bases field following a protein as it is typed (its codons set the length); as it was without one."""
+    try:
+        length, _ = design_length(n_bases, protein)
+    except CarbonError:
+        return gr.skip()
+    return length if protein and str(protein).strip() and length else gr.skip()
 
 
 def design_tab(page: Page) -> None:
@@ -80,7 +128,10 @@ def design_tab(page: Page) -> None:
                                   placeholder="random")
             mask = gr.Textbox(label="Per-position mask (IUPAC over the new bases, optional)",
                               placeholder="e.g. NNNNNNNNNTAA or RYRYRY…")
-            mask_status = gr.Markdown("No mask: every position may be any base.")
+            with gr.Row():
+                mask_status = gr.Markdown("No mask: every position may be any base.")
+                pad_after = gr.Button("Pad with N after", size="sm", scale=0, min_width=140)
+                pad_before = gr.Button("Pad with N before", size="sm", scale=0, min_width=140)
         with gr.Column(scale=2):
             with gr.Row():
                 species, region = page.tag_dropdowns(scoring=False)
@@ -172,5 +223,10 @@ def design_tab(page: Page) -> None:
                                 by_name={**constraint_fields, "flank": flank})
     # stops the design at its next streamed update and frees what it held (as closing the tab does)
     stop.click(None, None, None, cancels=[running], api_visibility="private")
-    gr.on([mask.change, n_bases.change], guarded(mask_check), [mask, n_bases], mask_status, api_name="check_mask",
-          queue=False)
+    protein = constraint_fields["protein"]
+    gr.on([mask.change, n_bases.change, protein.change], guarded(mask_check), [mask, n_bases, protein], mask_status,
+          api_name="check_mask", queue=False)
+    protein.change(guarded(length_of_protein), [protein, n_bases], n_bases, api_visibility="private", queue=False)
+    for button, before in ((pad_after, False), (pad_before, True)):
+        button.click(guarded(functools.partial(pad_mask, before=before)), [mask, n_bases, protein], mask,
+                     api_visibility="private", queue=False)
