@@ -285,6 +285,15 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
         assert _idle(client), "the stopped design still holds its request"
         assert _stopped(client) == stopped_before + 1
         assert page.get_by_text("bases/s").count() == 0  # it never finished
+        # and the page says so, keeps what was made and offers it: no "generating…" left for good
+        said = page.get_by_text("Stopped after").first
+        said.wait_for()
+        made, asked = (int(n.replace(",", "")) for n in re.search(r"Stopped after ([\d,]+) of ([\d,]+) bases",
+                                                                   said.inner_text()).groups())
+        assert 0 < made < asked == 1400 and page.get_by_text("generating…").count() == 0
+        fasta = _downloaded(page, "designs.fa")
+        assert fasta.count(">design_") == 8 and all(f"bases={made}" in line for line in fasta.splitlines()
+                                                     if line.startswith(">"))
         browser.close()
 
 

@@ -171,6 +171,7 @@ def design_tab(page: Page) -> None:
     files = gr.File(label="Downloads (FASTA, GenBank, JSON)", file_count="multiple")
     with gr.Accordion("Raw result (JSON)", open=False):
         design_json = gr.JSON()
+    made = gr.State(None)  # the designs as far as they are made, while they stream: what a Stop keeps
 
     @page.runs_model
     def design(model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
@@ -194,7 +195,7 @@ def design_tab(page: Page) -> None:
                                                     result.mask)}
             if not result.done:  # the last run's results go while this one streams
                 yield {**shown, confidence: None, logo: None, checks: "", prompt_info: "", files: None,
-                       design_json: None,
+                       design_json: None, made: result,
                        fasta_copy: "", status: f"generating… {len(result.sequences[0]):,} of {result.n_bases:,}"}
                 continue
             try:
@@ -208,7 +209,8 @@ def design_tab(page: Page) -> None:
                     checks: checks_text, prompt_info: fmt.prompt_info(result),
                     status: fmt.timing_line(result, note) + "\n\n" + fmt.design_provenance(result),
                     files: service.design_files(result, reports), fasta_copy: designs_fasta(result),
-                    design_json: {"settings": design_settings(result), **result.to_dict(), "reports": reports}}
+                    design_json: {"settings": design_settings(result), **result.to_dict(), "reports": reports},
+                    made: None}
             # the logo is the largest output (four bars a base, the whole design): the designs and their checks
             # go first, the logo follows
             yield {**done, logo: None}
@@ -217,12 +219,29 @@ def design_tab(page: Page) -> None:
 
     inputs = [page.model, species, region, prompt, upload, n_bases, mask, mode, temperature, top_k, top_p, seed,
               samples, speculative]
-    outputs = [sequences_html, confidence, checks, prompt_info, status, files, logo, fasta_copy, design_json]
+    outputs = [sequences_html, confidence, checks, prompt_info, status, files, logo, fasta_copy, design_json, made]
     # the progress bar sits on the status line: over the designs it would hide their first lines as they stream
     running = page.run_on_click(run, design, inputs, outputs, "generate", progress_on=[status],
                                 by_name={**constraint_fields, "flank": flank})
-    # stops the design at its next streamed update and frees what it held (as closing the tab does)
-    stop.click(None, None, None, cancels=[running], api_visibility="private")
+    @guarded
+    def stopped(result):
+        """After a Stop: the designs as far as they were made, said so, and offered for download (nothing
+        changes where no design was streaming, or it had just finished)."""
+        if result is None:
+            return {status: gr.skip()}
+        made_bases = len(result.sequences[0]) if result.sequences else 0
+        samples = len(result.sequences)
+        return {status: f"**Stopped** after {made_bases:,} of {result.n_bases:,} bases "
+                        f"({samples} design{'s' if samples != 1 else ''}, as far as each was made): kept above and in "
+                        "the downloads, without their checks. " + fmt.design_provenance(result),
+                files: service.design_files(result), fasta_copy: designs_fasta(result),
+                design_json: {"settings": design_settings(result), **result.to_dict(), "stopped": True},
+                made: None}
+
+    # stops the design at its next streamed update and frees what it held (as closing the tab does), then
+    # shows what was made as stopped, with its files
+    stop.click(None, None, None, cancels=[running], api_visibility="private").then(
+        stopped, made, [status, files, fasta_copy, design_json, made], api_visibility="private")
     protein = constraint_fields["protein"]
     gr.on([mask.change, n_bases.change, protein.change], guarded(mask_check), [mask, n_bases, protein], mask_status,
           api_name="check_mask", queue=False)
