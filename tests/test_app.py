@@ -789,6 +789,39 @@ def test_a_protein_sets_the_length_in_the_form_and_a_short_mask_is_padded_before
         browser.close()
 
 
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("width", [1400, 400])
+def test_a_scan_and_a_ranking_say_how_many_are_done_and_how_long_is_left(server, width):
+    """As the VCF tab does: the scan and the context ranking count their substitutions done of all, and say
+    about how long is left, while they run."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _new_page(browser, width, 1600)
+        page.goto(server)
+        page.get_by_role("tab", name="Models").wait_for()  # the tab bar laid out (on a phone too)
+        page.get_by_role("tab", name="Mutation scan").click()
+        page.get_by_label("Sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence())
+        page.get_by_label("Region start (1-based)", exact=True).fill("1001")
+        page.get_by_label("Region end", exact=True).fill("1300")
+        _visible(page, "Window (bases)").fill("600")
+        page.get_by_role("button", name="Scan every substitution").click()
+        page.get_by_text(re.compile(r"scanning: [\d,]+ of 900 substitutions \(\d+%\) in \d+ s, about \d+ s left")
+                         ).first.wait_for()
+        page.get_by_text("substitutions scored").first.wait_for()
+        page.get_by_role("tab", name="Variant").click()
+        page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False).fill("1206:A>T")
+        page.get_by_label("Reference sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence())
+        _visible(page, "Context (bases either side, 0 = off)").fill("40")
+        page.get_by_role("button", name="Score variant").click()
+        page.get_by_text(re.compile(r"ranking: [\d,]+ of 242 nearby substitutions \(\d+%\) in \d+ s, about "
+                                    r"\d+ s left")).first.wait_for()
+        page.get_by_text("possible substitutions within 40 bases").first.wait_for()
+        browser.close()
+
+
 #: WCAG contrast of an element's text on the background it is drawn on (the nearest ancestor's that is opaque)
 _CONTRAST_JS = """el => {
   const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);

@@ -47,7 +47,8 @@ CSS = """
 .carbon-prompt { font-family: ui-monospace, monospace; color: #999; overflow-x: auto; white-space: nowrap; }
 /* a phone: every tab on the bar, none behind a "more" menu (Gradio measures the buttons to decide) */
 @media (max-width: 640px) {
-  .tab-wrapper .tab-container button { padding: 0 5px !important; font-size: 13px !important; }
+  .tab-wrapper .tab-container button { padding: 0 4px !important; font-size: 12px !important;
+                                       letter-spacing: -0.01em; }
   .carbon-seq { white-space: pre-wrap; }  /* a line wraps between its groups of ten, every base on screen */
 }
 """

@@ -6,6 +6,7 @@ import gradio as gr
 
 from .. import formatting as fmt
 from ..plots import consequence_figure, scan_figure
+from ..progress import told_in_parts
 from ..service import Service
 from .common import Page, scoring_extras, sequence_inputs
 
@@ -43,11 +44,15 @@ def scan_tab(page: Page) -> None:
              progress=gr.Progress(), **named):  # noqa: B008
         # frames and the delta's radius come by name: API clients written before them still work
         record = Service.record(sequence, upload, "sequence")
-        progress(0, desc="scoring every substitution")
+        # done and left in the substitutions' own count, as the VCF tab says its ALT alleles
+        positions = int(end) - int(start) + 1 if all(isinstance(v, (int, float)) for v in (start, end)) else 0
+        scoring = told_in_parts(lambda share, line: progress(share, desc=line), 3 * max(positions, 0),
+                                "substitutions", "scanning")
+        scoring(0)
         result, consequences = service.scan(
             model, record.sequence, start, end, cds, record.coding, window=window, species=species,
             region=region, method=method, strand_average=None if strand is None else bool(strand),
-            **scoring_extras(**named), progress=lambda done: progress(done, desc="scoring every substitution"))
+            **scoring_extras(**named), progress=scoring)
         rows = [[*row, str(c)] for row, c in zip(result.rows(), consequences, strict=True)] if consequences \
             else result.rows()
         text = "\n\n".join([fmt.scan_summary(result, consequences), fmt.scan_provenance(result),

@@ -8,6 +8,7 @@ import gradio as gr
 from ...errors import CarbonError, InputError
 from .. import formatting as fmt
 from ..plots import site_figure, variant_figure
+from ..progress import told_in_parts
 from ..service import DEMO_GENOME, NO_GENOME, Service
 from .common import FREE, Page, fail, radius_text, scoring_extras, sequence_inputs
 
@@ -76,8 +77,10 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         options = dict(window=window, strand_average=bool(strand), species=species, region=region, method=method,
                        **scoring_extras(frames, delta_radius))
 
-        def ranking(done: float) -> None:
-            progress(done, desc="ranking among nearby substitutions")  # one line on a phone
+        # the substitutions a context of `context` bases either side ranks the delta among: 3 at each position
+        ranked = 3 * (2 * int(context) + 1) - 1 if isinstance(context, (int, float)) and context > 0 else 0
+        ranking = told_in_parts(lambda share, line: progress(share, desc=line), ranked, "nearby substitutions",
+                                "ranking")
 
         def verdict_text(report, genomic, context_note: str) -> str:
             return "\n\n".join([fmt.variant_markdown(report, genomic, context_note),
