@@ -30,6 +30,7 @@ from Bio.SeqUtils import seq3
 
 from ..errors import InputError
 from .align import shared_ends
+from .hgvs import hgvs_name
 
 _RANGE = re.compile(r"^<?(\d+)(?:\.\.>?(\d+))?$")
 #: the classes in the order plots and tables show them
@@ -229,8 +230,6 @@ class CodingSequence:
         """A change on `sequence` (`ref` at `pos0` onward becomes `alt`, plus strand, VCF-style anchoring allowed)
         in HGVS c. notation on the CDS's strand, 3'-shifted on that strand: `c.20A>T`, `c.22del`, `c.20dup`,
         `c.19_20insT`, `c.19_21delinsAA`."""
-        from .hgvs import hgvs_name
-
         return hgvs_name(sequence, pos0, ref, alt, self.c_position, self.strand, "c.")
 
     def change_consequence(self, sequence: str, pos0: int, ref: str, alt: str) -> Consequence:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from Bio.Seq import reverse_complement
 from mavehgvs import MaveHgvsParseError
@@ -24,8 +24,14 @@ from mavehgvs import Variant as HgvsName
 from ..errors import InputError
 from .align import anchored, five_prime, three_prime
 
-if TYPE_CHECKING:  # coding.py names its changes with `hgvs_name`
-    from .coding import CodingSequence
+
+class CodingPositions(Protocol):
+    """What a `c.` name is counted on (`coding.CodingSequence` is one): this module reads no more of it, and
+    coding.py, which names its changes with `hgvs_name`, is not imported back."""
+
+    strand: int
+
+    def sequence_position(self, number: int, after_stop: bool = False, into_intron: int = 0) -> int: ...
 
 #: an HGVS name, with the reference sequence it is on where one is written (`NM_000518.5:c.20A>T`)
 HGVS_NAME = re.compile(r"^\s*(?:(?P<on>[^\s:]+):)?(?P<name>[cgnmrop]\.\S*)\s*$")
@@ -39,7 +45,7 @@ def hgvs_parts(text) -> tuple[str, str] | None:
     return (match.group("on") or "", match.group("name")) if match else None
 
 
-def hgvs_change(name: str, sequence: Sequence, coding: CodingSequence | None = None) -> tuple[int, str, str]:
+def hgvs_change(name: str, sequence: Sequence, coding: CodingPositions | None = None) -> tuple[int, str, str]:
     """The (POS, REF, ALT) change, VCF-style and 1-based on `sequence` (a str, or a contig read base by base),
     that the HGVS `name` (`c.` needs `coding`, on `sequence`) describes; InputError naming what is wrong."""
     if len(name) > LONGEST_NAME:
@@ -94,7 +100,7 @@ def hgvs_change(name: str, sequence: Sequence, coding: CodingSequence | None = N
     return anchored(sequence, lo, hi + 1, on_sequence(parsed.sequence) if kind == "delins" else "")
 
 
-def _site(position, coding: CodingSequence | None) -> int:
+def _site(position, coding: CodingPositions | None) -> int:
     """One end of a name's span as a 0-based position on the sequence."""
     if coding is None:  # g.: plain 1-based positions (the grammar allows no +/-, * or 0 in them)
         return position.position - 1
