@@ -27,6 +27,10 @@ def _positive_real(text: str, name: str) -> float:
     return real_number(text, name, 0, above_low=True)
 
 
+def _seconds(text: str, name: str) -> float:
+    return real_number(text, name, 0)
+
+
 def _switch(text: str, name: str) -> bool:
     value = text.strip().lower()
     if value in {"1", "true", "t", "yes", "on"}:
@@ -50,7 +54,8 @@ class Setting:
 
     @property
     def kind(self) -> str:
-        return {_switch: "on/off (1/0)", _positive_real: "number > 0", _text: "text"}.get(self.parse, "whole number")
+        return {_switch: "on/off (1/0)", _positive_real: "number > 0", _seconds: "number >= 0",
+                _text: "text"}.get(self.parse, "whole number")
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -97,8 +102,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CARBON_CUDA_GRAPHS", "1", "replay decoding steps as CUDA graphs on a GPU (0: off)", _switch),
     Setting("CARBON_COMPILE", "1", "compile the decoding step with torch.compile on a GPU (0: off)", _switch),
     # the command line
-    Setting("CARBON_PROGRESS_EVERY_S", "10", "seconds between the CLI's progress lines on a long job",
-            _positive_real),
+    Setting("CARBON_PROGRESS_EVERY_S", "10", "seconds between the CLI's progress lines on a long job (0: a line "
+            "for every report)", _seconds),
     # the platform's own, read as facts (set by Hugging Face Spaces and the hub library)
     Setting("SPACE_ID", "", "set by a Hugging Face Space: serve the released model its hardware runs when no "
             "model is configured"),

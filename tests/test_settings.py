@@ -117,3 +117,9 @@ def test_a_bug_in_a_command_is_logged_with_its_id_and_named_in_one_line(tmp_path
     err = done.stderr
     ident = re.search(r"^error: internal error ([0-9a-f]{8}): a fault in Carbon Studio", err, re.M)[1]
     assert f"internal error {ident} in the tokenize command" in err and "Traceback" in err and "KeyError" in err
+
+
+def test_zero_seconds_between_progress_lines_means_every_report():
+    assert settings.get("CARBON_PROGRESS_EVERY_S", {"CARBON_PROGRESS_EVERY_S": "0"}) == 0
+    with pytest.raises(InputError, match="CARBON_PROGRESS_EVERY_S must be at least 0"):
+        settings.get("CARBON_PROGRESS_EVERY_S", {"CARBON_PROGRESS_EVERY_S": "-1"})
