@@ -122,6 +122,8 @@ def _open_frame(whole: str, start: int, report: dict) -> tuple[int, int, str, st
     a premature stop in it."""
     from Bio.Seq import Seq
 
+    from ..inference.checks import frame_owner
+
     owner = report.get("coding_frame")
     if not owner or report.get("in_frame_stops"):
         return None
@@ -130,8 +132,8 @@ def _open_frame(whole: str, start: int, report: dict) -> tuple[int, int, str, st
     protein = str(Seq(whole[begin : begin + codons]).translate(table=1))
     stop = protein.find("*")
     length = len(protein) if stop < 0 else stop
-    whose = {"prompt": "the prompt's ATG", "mask": "the ATG the mask fixes"}.get(owner, "the design's own ATG")
-    return begin, begin + 3 * length + (3 if stop >= 0 else 0), protein[:length], whose
+    return (begin, begin + 3 * length + (3 if stop >= 0 else 0), protein[:length],
+            frame_owner(owner, report.get("frame_start")))
 
 
 def designs_genbank(result, reports: list[dict] | None = None) -> str:

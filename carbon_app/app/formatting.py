@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from ..core.coding import CLASSES
 from ..genome.vcf import Remedies
-from ..inference.checks import LOW_COMPLEXITY_BASES
+from ..inference.checks import LOW_COMPLEXITY_BASES, frame_owner
 from ..inference.spec import METHOD_WORDS, measured_spec
 from ..model.card import quality_delta_radius, quality_method
 from .exports import LINE
@@ -309,8 +309,7 @@ def frame_words(r: dict) -> str:
     """The coding check in words: read in the frame the prompt's (or the design's own) ATG sets."""
     if r["coding_frame"] is None:
         return "not coding (no ATG start)"
-    whose = {"prompt": "the prompt's ATG", "mask": f"the ATG the mask fixes at {r.get('frame_start') or 1:,}"}.get(
-        r["coding_frame"], "its own ATG")
+    whose = frame_owner(r["coding_frame"], r.get("frame_start"))
     if r["in_frame_stops"]:
         where = ", ".join(f"{p:,}" for p in r["in_frame_stops"][:5]) + ("…" if len(r["in_frame_stops"]) > 5 else "")
         return f"**FAILS**: stop codon in frame at {where} (frame of {whose})"

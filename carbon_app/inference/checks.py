@@ -103,6 +103,16 @@ def low_complexity(seq: str) -> str | None:
     return f"({unit}){(end - start) // len(unit)} at {start + 1}-{end}"
 
 
+def frame_owner(owner: str, frame_start: int | None = None) -> str:
+    """Whose ATG sets a design's reading frame (`coding_frame`'s owner), in words, as the checks and the GenBank
+    file name it: the mask's with the design position it fixes it at."""
+    if owner == "prompt":
+        return "the prompt's ATG"
+    if owner == "mask":
+        return f"the ATG the mask fixes at {frame_start or 1:,}"
+    return "its own ATG"
+
+
 def mask_start(mask: str | None) -> int | None:
     """0-based design position of the first ATG a mask fixes (its three bases given as A, T, G), or None."""
     found = (mask or "").upper().find("ATG")

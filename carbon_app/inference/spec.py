@@ -75,7 +75,7 @@ class ScoringSpec:
         reference and, with a context, the 3 substitutions at each of the 2r + 1 positions around it, and
         for a scan of `scanned` positions (3 substitutions each, and the reference): the work a job asks for,
         before the windows it shares are counted once."""
-        around = 3 * (2 * self.context + 1) if self.context else 0
+        around = substitutions_within(self.context) if self.context else 0
         windows = alleles * (2 + around) + (3 * scanned + 1 if scanned else 0)
         return windows * self.frames * (2 if self.strand_average else 1)
 
@@ -85,9 +85,8 @@ class ScoringSpec:
 
     def header(self) -> str:
         """One line of `key=value` settings, as VCF and TSV headers and FASTA lines carry them."""
-        radius = "whole" if self.delta_radius is None else self.delta_radius
         return (f"window={self.window},frames={self.frames},strand_average={self.strand_average},"
-                f"method={self.method},delta_radius={radius},species={self.species or 'none'},"
+                f"method={self.method},delta_radius={radius_text(self.delta_radius)},species={self.species or 'none'},"
                 f"region={self.region or 'none'},context={self.context}")
 
     def sentence(self) -> str:
@@ -117,6 +116,16 @@ def _shown(key: str, value) -> str:
     if key in ("species", "region"):
         return value or "none"
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def substitutions_within(radius: int) -> int:
+    """The substitutions at the 2r + 1 positions around a variant: what a context of `radius` bases scans."""
+    return 3 * (2 * radius + 1)
+
+
+def radius_text(radius: int | None) -> str:
+    """A radius as it is written (`parse_delta_radius`'s inverse): a number of bases, or "whole" (None)."""
+    return "whole" if radius is None else str(radius)
 
 
 def parse_delta_radius(text: str) -> int | None:

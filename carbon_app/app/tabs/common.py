@@ -13,7 +13,7 @@ import gradio as gr
 from ...assets import ASSETS
 from ...core.stopping import Stopped
 from ...errors import CarbonError, InputError, report_bug
-from ...inference.spec import OWN_RADIUS
+from ...inference.spec import OWN_RADIUS, radius_text
 from ...model.hub import on_zero_gpu
 from .. import formatting as fmt
 from ..model_thread import on_model_thread, stops_when_dropped
@@ -252,8 +252,3 @@ def scoring_extras(frames=None, delta_radius=None) -> dict:
     that sends none) is the model's own."""
     return {"frames": None if frames in (None, "") else frames,
             "delta_radius": OWN_RADIUS if delta_radius in (None, "") else delta_radius}
-
-
-def radius_text(radius: int | None) -> str:
-    """A delta radius as its field shows it: a number of bases, or "whole" (the whole window)."""
-    return "whole" if radius is None else str(radius)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import gradio as gr
 
 from ...errors import CarbonError, InputError
+from ...inference.spec import radius_text, substitutions_within
 from .. import formatting as fmt
 from ..plots import site_figure, variant_figure
 from ..progress import told_in_parts
 from ..service import DEMO_GENOME, NO_GENOME, Service
-from .common import FREE, Page, fail, radius_text, scoring_extras, sequence_inputs
+from .common import FREE, Page, fail, scoring_extras, sequence_inputs
 
 CONTEXT_BASES = 25  # the tab ranks a delta among the 150 or so substitutions this close, unless told not to
 LINK_CONTEXT_BASES = CONTEXT_BASES  # the widest context a shared link runs on opening, without a click
@@ -77,8 +78,8 @@ def variant_tab(page: Page, tabs: gr.Tabs, demo: gr.Blocks) -> None:
         options = dict(window=window, strand_average=bool(strand), species=species, region=region, method=method,
                        **scoring_extras(frames, delta_radius))
 
-        # the substitutions a context of `context` bases either side ranks the delta among: 3 at each position
-        ranked = 3 * (2 * int(context) + 1) - 1 if isinstance(context, (int, float)) and context > 0 else 0
+        # the other substitutions a context of `context` bases either side ranks the delta among
+        ranked = substitutions_within(int(context)) - 1 if isinstance(context, (int, float)) and context > 0 else 0
         ranking = told_in_parts(lambda share, line: progress(share, desc=line), ranked, "nearby substitutions",
                                 "ranking")
 
