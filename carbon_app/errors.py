@@ -33,6 +33,11 @@ class ScoresUnavailable(CarbonError):
     needs them, so it is refused; a design already made keeps its bases and says why its score is missing."""
 
 
+class BackendError(CarbonError):
+    """Where the model's forward passes run cannot do what was asked: a server unreachable, refusing or
+    failing a request, or work that needs the model in this process."""
+
+
 def report_bug(exc: BaseException, where: str, write=None) -> str:
     """Log `exc`, a bug met in `where`, with its traceback (each line cut at LOGGED_LINE_CHARS) under a fresh id
     (to the "carbon_app" log, or through `write`: the command line's log is its stderr); return the sentence a

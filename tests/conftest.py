@@ -167,6 +167,21 @@ def client(server):
     return Client(server, verbose=False)
 
 
+@pytest.fixture(scope="session")
+def vllm_url(tmp_path_factory):
+    """`deploy/vllm/serve.sh` on the bundled model, as the README starts it, shared by the run's tests."""
+    with vllm_serving(tmp_path_factory.mktemp("vllm")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def served(vllm_url):
+    """The bundled model as the vLLM server runs it: the served backend."""
+    from carbon_app.serving.served import connect
+
+    return connect(vllm_url, "carbon-demo")
+
+
 @contextmanager
 def vllm_serving(log_dir: Path, model: str = "assets/models/carbon-demo"):
     """`deploy/vllm/serve.sh` on `model`, as the README starts it: its URL while the block runs (the test skips

@@ -17,8 +17,9 @@ from carbon_app.core.coding import CodingSequence
 from carbon_app.core.dna import read_fasta, reverse_complement
 from carbon_app.errors import InputError
 from carbon_app.inference.annotate import describe_stages, describe_variant
-from carbon_app.inference.context import rank_in, score_context
+from carbon_app.inference.context import rank_in
 from carbon_app.inference.scan import scan_substitutions
+from carbon_app.inference.spec import resolve_spec
 
 #            M  A  W  K  *   then 3' flank
 GENE = "GGGATGGCTTGGAAATAACCC"
@@ -69,7 +70,8 @@ def test_indels_and_splice_sites_are_named_in_hgvs_terms(variant, expected):
 
 def test_an_indels_consequence_is_named_and_it_is_not_ranked_among_substitutions(compact):
     cds = CodingSequence.parse(HBB_CDS, HBB_SEQUENCE)
-    stages = list(describe_stages(compact, HBB_SEQUENCE, "1205:GA>G", cds, context=10, window=300))
+    stages = list(describe_stages(compact, HBB_SEQUENCE, "1205:GA>G", resolve_spec(compact, context=10, window=300),
+                                  cds))
     assert len(stages) == 1 and stages[0].context is None  # the delta alone: no ranking among substitutions
     report = stages[0]
     assert report.consequence.kind == "frameshift" and "an indel is not ranked" in report.unranked
@@ -154,7 +156,7 @@ def test_a_variants_context_is_the_scan_around_it(compact):
     assert report.consequence is not None and report.consequence.codon == 27
     assert report.to_dict()["context"]["substitutions"] == 38
     with pytest.raises(InputError, match="the context"):
-        score_context(compact, SEQ, 80, 1, alt, 0.0, -3)
+        describe_variant(compact, SEQ, f"80:{ref}>{alt}", context=-3)
 
 
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")
@@ -162,8 +164,8 @@ def test_a_report_comes_first_without_its_context_then_with_it(compact):
     ref = SEQ[79]
     alt = "A" if ref != "A" else "C"
     seen = []
-    stages = describe_stages(compact, SEQ, f"80:{ref}>{alt}", CodingSequence.parse("2", SEQ), context=4,
-                             progress=seen.append, window=90, frames=2)
+    stages = describe_stages(compact, SEQ, f"80:{ref}>{alt}", resolve_spec(compact, context=4, window=90, frames=2),
+                             CodingSequence.parse("2", SEQ), progress=seen.append)
     first = next(stages)
     assert first.context is None and first.consequence is not None and seen == []  # no ranking work done yet
     final = next(stages)
@@ -172,9 +174,12 @@ def test_a_report_comes_first_without_its_context_then_with_it(compact):
     whole = describe_variant(compact, SEQ, f"80:{ref}>{alt}", None, context=4, window=90, frames=2)
     assert final.score.delta == whole.score.delta
     assert final.context.more_damaging_than == whole.context.more_damaging_than
-    assert [r.context for r in describe_stages(compact, SEQ, f"80:{ref}>{alt}", window=90, frames=2)] == [None]
-    with pytest.raises(InputError, match="the context"):  # a bad radius: named before any stage
-        next(describe_stages(compact, SEQ, f"80:{ref}>{alt}", context=-3, progress=seen.append, window=90))
+    unranked = resolve_spec(compact, window=90, frames=2)
+    assert [r.context for r in describe_stages(compact, SEQ, f"80:{ref}>{alt}", unranked)] == [None]
+    with pytest.raises(InputError, match="the context"):  # a bad radius: named before any work
+        resolve_spec(compact, context=-3, window=90)
+    with pytest.raises(InputError, match="give a scoring spec or its settings, not both: window, context given"):
+        describe_variant(compact, SEQ, f"80:{ref}>{alt}", context=4, spec=unranked, window=90)
 
 
 @pytest.mark.parametrize("variant, name", [

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from carbon_app.core.dna import read_fasta
+from carbon_app.errors import BackendError
 from carbon_app.inference.score import score_sequence, score_variant
 from carbon_app.serving.client import ServerClient, ServerError
 
-from .conftest import REPO, table_lines, vllm_serving
+from .conftest import REPO, table_lines
 
 HBB = read_fasta(REPO / "assets" / "examples" / "hbb.fa").sequence
 
@@ -29,20 +30,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def vllm_url(tmp_path_factory):
-    """`deploy/vllm/serve.sh` on the bundled model, as the README starts it."""
-    with vllm_serving(tmp_path_factory.mktemp("vllm")) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def served(vllm_url):
-    from carbon_app.serving.served import connect
-
-    return connect(vllm_url, "carbon-demo")
 
 
 @pytest.mark.integration
@@ -113,7 +100,7 @@ def test_a_server_without_the_plugin_designs_in_token_mode_and_refuses_what_need
         generate(stock, "ATGGCC", 18)
     with pytest.raises(ServerError, match="a mask, or a prompt that is not a whole number of k-mers"):
         generate(stock, "ATGGCCA", 18, mode="token")
-    with pytest.raises(ServerError, match="a design with constraints runs in this process only: design constraints "
+    with pytest.raises(BackendError, match="a design with constraints runs in this process only: design constraints "
                                           "step back"):
         generate(served, "ATGGCC", 18, max_homopolymer=3)
 

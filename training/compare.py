@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from carbon_app.errors import InputError
-from carbon_app.inference.score import parse_delta_radius
+from carbon_app.inference.spec import parse_delta_radius
 
 from .evaluate import (
     VARIANT_METHOD,

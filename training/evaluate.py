@@ -37,8 +37,8 @@ import torch
 
 from carbon_app.core.tokens import dna_prompt
 from carbon_app.inference.generate import generate
-from carbon_app.inference.score import METHODS, Variant, score_sequence, variant_passes
-from carbon_app.inference.spec import resolve_spec
+from carbon_app.inference.score import Variant, score_sequence, variant_passes
+from carbon_app.inference.spec import METHODS, resolve_spec
 from carbon_app.model.bundle import load_bundle
 from carbon_app.model.card import SCORING_FILE
 from carbon_app.model.hub import ROLE_FILE, model_role

@@ -34,6 +34,7 @@ from ..inference.request import DesignRequest
 from ..inference.scan import ScanResult, scan_substitutions
 from ..inference.score import Variant, VariantScore
 from ..inference.spec import ScoringSpec, resolve_spec
+from ..model.backend import OWN_DRAFTS, Backend, require_cache
 from ..model.card import CARBON_EVALUATION, measured_quality, measured_setup
 from ..model.hub import (
     bundled_default,
@@ -46,7 +47,7 @@ from ..model.hub import (
 )
 from ..model.manager import ModelManager, out_of_memory_as_error
 from ..serving.client import ServerClient
-from ..serving.served import OWN_DRAFTS, ServedModel, connect, in_process_only
+from ..serving.served import connect
 from .exports import design_settings, designs_fasta, designs_genbank
 from .results import ResultSpace, Retention
 
@@ -107,7 +108,7 @@ class Service:
         self._dirs: dict[str, Path] = {}
         self._dirs_lock = threading.Lock()
         self._drafts: list[str] | None = None
-        self._connected: dict[str, ServedModel] = {}  # with a server: each model as it runs it, connected once
+        self._connected: dict[str, Backend] = {}  # with a server: each model as it runs it, connected once
         self._connect_lock = threading.Lock()
 
     @contextmanager
@@ -325,7 +326,7 @@ class Service:
         draft = None
         note = ""
         if speculative:
-            in_process_only(target, "speculative decoding with a draft model", OWN_DRAFTS)
+            require_cache(target, "speculative decoding with a draft model", OWN_DRAFTS)
             if target.draft:
                 draft = self.manager.get(target.draft)
             else:
@@ -380,7 +381,7 @@ class Service:
         target = self.model(model)
         spec = self.bounded(resolve_spec(target, context=context, **options), "this score", alleles=1)
         with self._request("this variant score"):
-            yield from describe_stages(target, reference, change, coding, spec.context, progress, spec)
+            yield from describe_stages(target, reference, change, spec, coding, progress)
 
     def score_at(self, model: str, genome: str, variant: str | None, cds: str | None = None, context=0,
                  progress=None, **options) -> tuple[GenomicScore, VariantReport]:
@@ -396,7 +397,7 @@ class Service:
         target = self.model(model)
         spec = self.bounded(resolve_spec(target, context=context, **options), "this score", alleles=1)
         with self._request("this variant score"):
-            yield from describe_at_stages(target, reference, variant, cds, spec.context, progress, spec)
+            yield from describe_at_stages(target, reference, variant, spec, cds, progress)
 
     def score_vcf(self, model: str, genome: str, upload: str | None, progress=None, genome_upload: str | None = None,
                   renaming: str | None = None, **options) -> tuple[VcfSummary, list[str], list[list]]:

@@ -20,14 +20,13 @@ from ..core.align import normalized
 from ..core.coding import CodingSequence
 from ..core.dna import BASES
 from ..core.stopping import checkpoint
-from ..inference.annotate import VariantReport, describe_stages, describe_variant, last
-from ..inference.context import ScoreContext, checked_radius, rank_in, score_context
+from ..errors import BackendError
+from ..inference.annotate import VariantReport, describe_stages, last
+from ..inference.context import ScoreContext, rank_in, score_context
 from ..inference.scan import mean_substitution_deltas
 from ..inference.score import Variant, VariantScore, frame_windows, variant_passes
 from ..inference.spec import ScoringSpec, resolve_spec
-from ..model.bundle import ModelBundle
-from ..serving.client import ServerError
-from ..serving.served import on_server
+from ..model.backend import Backend
 from .coordinates import GenomeWindow, GenomicVariant, VariantProblem, cut_window, parse_genomic
 from .reference import ContigBases, Reference
 
@@ -80,33 +79,33 @@ def _span(spec: ScoringSpec) -> int:
     return spec.window + spec.frames - 1
 
 
-def score_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
+def score_at(bundle: Backend, reference: Reference, variant: str | GenomicVariant,
              spec: ScoringSpec | None = None, **settings) -> GenomicScore:
     """Score one variant at genome coordinates (any form `parse_genomic` reads), as `spec` says (else
     `resolve_spec` of `settings`: the model's own for what is not given)."""
     return describe_at(bundle, reference, variant, spec=spec, **settings)[0]
 
 
-def describe_at(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant, cds: str | None = None,
+def describe_at(bundle: Backend, reference: Reference, variant: str | GenomicVariant, cds: str | None = None,
                 context=0, progress: Callable[[float], None] | None = None, spec: ScoringSpec | None = None,
                 **settings) -> tuple[GenomicScore, VariantReport]:
-    """One variant at coordinates, scored, with its consequence when `cds` (in contig coordinates, as
-    `CodingSequence.parse` reads it) is given and its context when `context` > 0 bases either side."""
-    return last(describe_at_stages(bundle, reference, variant, cds, context, progress, spec, **settings))
+    """One variant at coordinates, scored as `spec` says (else `resolve_spec` of `settings`), with its
+    consequence when `cds` (in contig coordinates, as `CodingSequence.parse` reads it) is given and its
+    context when `context` > 0 bases either side."""
+    spec = resolve_spec(bundle, spec, context=context, **settings)
+    return last(describe_at_stages(bundle, reference, variant, spec, cds, progress))
 
 
-def describe_at_stages(bundle: ModelBundle, reference: Reference, variant: str | GenomicVariant,
-                       cds: str | None = None, context=0, progress: Callable[[float], None] | None = None,
-                       spec: ScoringSpec | None = None, **settings) -> Iterator[tuple[GenomicScore, VariantReport]]:
+def describe_at_stages(bundle: Backend, reference: Reference, variant: str | GenomicVariant, spec: ScoringSpec,
+                       cds: str | None = None, progress: Callable[[float], None] | None = None
+                       ) -> Iterator[tuple[GenomicScore, VariantReport]]:
     """`describe_at` in stages, as `describe_stages`: the score as soon as it is known, then with its context."""
     var = variant if isinstance(variant, GenomicVariant) else parse_genomic(variant, reference, cds)
-    radius = checked_radius(context)
-    spec = resolve_spec(bundle, spec, context=radius, **settings)
-    cut = cut_window(reference, var, _span(spec), extra=radius)
+    cut = cut_window(reference, var, _span(spec), extra=spec.context)
     contig = ContigBases(reference, cut.contig)
     coding = CodingSequence.parse(cds, contig) if cds and cds.strip() else None  # checked before any work
     consequence = coding.change_consequence(contig, var.pos - 1, var.ref, var.alt) if coding else None
-    for report in describe_stages(bundle, cut.bases, cut.local(var), None, radius, progress, spec):
+    for report in describe_stages(bundle, cut.bases, cut.local(var), spec, None, progress):
         report.consequence = consequence  # in contig coordinates, which the cut window's report cannot know
         yield GenomicScore(var, reference.name, cut.contig, cut.start, report.score, cut.notes), report
 
@@ -124,7 +123,7 @@ class Outcome:
     window: tuple[int, int] | None = None  # the contig span its windows lie in (1-based, inclusive), as scored
 
 
-def score_batch(bundle: ModelBundle, reference: Reference, variants: list[GenomicVariant],
+def score_batch(bundle: Backend, reference: Reference, variants: list[GenomicVariant],
                 spec: ScoringSpec | None = None, progress: Callable[[int], None] | None = None,
                 **settings) -> list[Outcome]:
     """An Outcome per variant, in order, each scored as `spec` says (else `resolve_spec` of `settings`); a
@@ -132,8 +131,8 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
     ranked among the substitutions within that many bases. `progress(n)` is told each time n more variants
     are done."""
     spec = resolve_spec(bundle, spec, **settings)
-    if on_server(bundle):
-        return _score_on_server(bundle, reference, variants, spec, progress)
+    if not bundle.capabilities.holds_cache:
+        return _score_read_alone(bundle, reference, variants, spec, progress)
     radius, span = spec.context, _span(spec)
     outcomes = [Outcome() for _ in variants]
     substitutions: dict[str, list[int]] = defaultdict(list)  # contig -> indices of variants
@@ -149,7 +148,7 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
         if len(var.ref) == 1 and len(var.alt) == 1:
             substitutions[cut.contig].append(i)
             continue
-        report = describe_variant(bundle, cut.bases, cut.local(var), context=radius, spec=spec)
+        report = last(describe_stages(bundle, cut.bases, cut.local(var), spec))
         outcomes[i].delta, outcomes[i].context = report.score.delta, report.context
         outcomes[i].window = (cut.start + report.score.window_start, cut.start + report.score.window_end)
         _tell(progress, 1)
@@ -170,13 +169,14 @@ def score_batch(bundle: ModelBundle, reference: Reference, variants: list[Genomi
     return outcomes
 
 
-def _score_on_server(bundle, reference: Reference, variants: list[GenomicVariant], spec: ScoringSpec,
-                     progress) -> list[Outcome]:
-    """A batch on an inference server: each variant read in its own windows, as `score_at` reads it (the
-    scan's shared windows need a KV cache held here; the deltas are the same), and of each window only the
-    tokens its delta sums, with the server model's `in_flight` requests at the server at once; with the
+def _score_read_alone(bundle: Backend, reference: Reference, variants: list[GenomicVariant], spec: ScoringSpec,
+                      progress) -> list[Outcome]:
+    """A batch on a backend that lends no KV cache (a server): each variant read in its own windows, as
+    `score_at` reads it (the scan's shared windows need the cache; the deltas are the same), and of each
+    window only the tokens its delta sums, as many variants at once as the backend's `each` runs; with the
     spec's context, each delta is ranked among the substitutions that close, each read the same way. A
-    variant the server fails on (an error, a timeout) is flagged with the reason and the batch goes on."""
+    variant the backend fails on (a server's error, a timeout) is flagged with the reason and the batch
+    goes on."""
     span, radius = _span(spec), spec.context
 
     def one(var: GenomicVariant) -> Outcome:
@@ -190,11 +190,11 @@ def _score_on_server(bundle, reference: Reference, variants: list[GenomicVariant
             scored = passes.variant  # its normal form
             if radius and len(scored.ref) == len(scored.alt):  # an indel is not ranked among substitutions
                 ranked = score_context(bundle, cut.bases, scored.pos, len(scored.ref), scored.alt, outcome.delta,
-                                       radius, spec=spec)
+                                       spec)
                 outcome.context = replace(ranked, start=cut.start + ranked.start, end=cut.start + ranked.end)
         except VariantProblem as exc:
             return Outcome(problem=exc.code, message=str(exc))
-        except ServerError as exc:
+        except BackendError as exc:
             return Outcome(problem="server_error", message=str(exc), notes=cut.notes)
         finally:
             _tell(progress, 1)

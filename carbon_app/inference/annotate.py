@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from ..core.coding import CodingSequence, Consequence
 from ..core.dna import clean_sequence
-from ..model.bundle import ModelBundle
-from .context import ScoreContext, checked_radius, score_context
+from ..model.backend import Backend
+from .context import ScoreContext, score_context
 from .scan import ScanResult
 from .score import Variant, VariantScore, score_variant
 from .spec import ScoringSpec, resolve_spec
@@ -51,42 +51,40 @@ def consequence_of(coding: CodingSequence | None, sequence, variant: Variant, of
     return coding.change_consequence(sequence, offset + variant.pos - 1, variant.ref, variant.alt)
 
 
-def describe_stages(bundle: ModelBundle, sequence: str, variant: str | Variant, coding: CodingSequence | None = None,
-                    context: int = 0, progress: Callable[[float], None] | None = None,
-                    spec: ScoringSpec | None = None, **settings) -> Iterator[VariantReport]:
-    """The report as soon as its delta is known and, when `context` > 0, once more with the delta ranked
-    among the substitutions that close, each read with the same spec (`spec`, else `resolve_spec` of
-    `settings`).
+def describe_stages(bundle: Backend, sequence: str, variant: str | Variant, spec: ScoringSpec,
+                    coding: CodingSequence | None = None,
+                    progress: Callable[[float], None] | None = None) -> Iterator[VariantReport]:
+    """The report as soon as its delta is known and, when the spec's `context` > 0, once more with the delta
+    ranked among the substitutions that close, each read with the same spec.
 
     Ranking scores every substitution within the radius in its own windows:
     about 150 of them for 25 bases, some twenty-five times the work of the delta
     itself, so a page shows the delta while the ranking runs.
     """
-    radius = checked_radius(context) if context else 0  # a bad radius is named before any work
-    spec = resolve_spec(bundle, spec, context=radius, **settings)
     if not isinstance(variant, Variant):  # a c. name counts on the coding sequence
         variant = Variant.parse(variant, clean_sequence(sequence, what="reference sequence"), coding)
-    scored = score_variant(bundle, sequence, variant, spec=spec)
+    scored = score_variant(bundle, sequence, variant, spec)
     report = VariantReport(scored, consequence_of(coding, sequence, scored.variant))
-    if radius and len(scored.variant.ref) != len(scored.variant.alt):
+    ranked = spec.context > 0
+    if ranked and len(scored.variant.ref) != len(scored.variant.alt):
         # an indel's delta counts other bases than a substitution's: ranked among them it would be placed unfairly
-        report.unranked = (f"an indel is not ranked among the substitutions within {radius:,} bases (its delta "
-                           "is not of the same kind)")
-        radius = 0
+        report.unranked = (f"an indel is not ranked among the substitutions within {spec.context:,} bases (its "
+                           "delta is not of the same kind)")
+        ranked = False
     yield report
-    if radius:
+    if ranked:
         var = scored.variant
-        report.context = score_context(bundle, sequence, var.pos, len(var.ref), var.alt, scored.delta, radius,
-                                       progress=progress, spec=spec)
+        report.context = score_context(bundle, sequence, var.pos, len(var.ref), var.alt, scored.delta, spec, progress)
         yield report
 
 
-def describe_variant(bundle: ModelBundle, sequence: str, variant: str | Variant, coding: CodingSequence | None = None,
+def describe_variant(bundle: Backend, sequence: str, variant: str | Variant, coding: CodingSequence | None = None,
                      context: int = 0, progress: Callable[[float], None] | None = None,
                      spec: ScoringSpec | None = None, **settings) -> VariantReport:
     """`score_variant`, with the consequence where `coding` is given and the context when `context` > 0
-    (bases either side; ranked with the same spec)."""
-    return last(describe_stages(bundle, sequence, variant, coding, context, progress, spec, **settings))
+    (bases either side; ranked with the same spec), as `spec` says (else `resolve_spec` of `settings`)."""
+    spec = resolve_spec(bundle, spec, context=context, **settings)
+    return last(describe_stages(bundle, sequence, variant, spec, coding, progress))
 
 
 def last(stages: Iterable[T]) -> T:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.dna import BASES, clean_sequence
-from ..model.bundle import ModelBundle
+from ..model.backend import Backend
 from .scan import mean_substitution_deltas
-from .spec import MAX_CONTEXT_BASES, ScoringSpec, checked_radius, resolve_spec  # noqa: F401 (where callers look)
+from .spec import ScoringSpec
 
 
 @dataclass
@@ -62,14 +62,12 @@ def rank_in(deltas: np.ndarray, region_start0: int, pos0: int, ref_len: int, alt
     return ScoreContext(delta=float(delta), radius=radius, start=lo + 1, end=hi, others=others)
 
 
-def score_context(bundle: ModelBundle, sequence: str, pos: int, ref_len: int, alt: str | None, delta: float,
-                  radius, progress: Callable[[float], None] | None = None, spec: ScoringSpec | None = None,
-                  **settings) -> ScoreContext:
-    """Score every substitution within `radius` bases of a variant at `pos` (1-based, `ref_len` reference
-    bases), each in the windows `score_variant` reads it in, with the spec `delta` was scored with (`spec`,
-    else `resolve_spec` of `settings`), and rank `delta` among them."""
-    radius = checked_radius(radius)
-    spec = resolve_spec(bundle, spec, **settings)
+def score_context(bundle: Backend, sequence: str, pos: int, ref_len: int, alt: str | None, delta: float,
+                  spec: ScoringSpec, progress: Callable[[float], None] | None = None) -> ScoreContext:
+    """Score every substitution within the spec's context radius of a variant at `pos` (1-based, `ref_len`
+    reference bases), each in the windows `score_variant` reads it in, with the spec `delta` was scored with,
+    and rank `delta` among them."""
+    radius = spec.context
     seq = clean_sequence(sequence, what="sequence")
     lo, hi = max(0, pos - 1 - radius), min(len(seq), pos - 1 + ref_len + radius)
     deltas = mean_substitution_deltas(bundle, seq, list(range(lo, hi)), spec, progress=progress)

@@ -24,11 +24,10 @@ import torch
 from ..core.dna import BASE_INDEX, mask_from_template
 from ..core.tokens import dna_prompt
 from ..errors import InputError
+from ..model.backend import OWN_DRAFTS, STEPS_BACK, Backend, require_cache
 from ..model.bundle import ModelBundle
 from ..model.graphs import forward_over
 from ..model.kv import preallocated_cache
-from ..serving.design import design_steps
-from ..serving.served import OWN_DRAFTS, STEPS_BACK, in_process_only, on_server
 from .constraints import (
     MAX_STEPS_BACK,
     ConstraintChecker,
@@ -102,7 +101,7 @@ class GenerationResult:
         return data
 
 
-def plan_generation(bundle: ModelBundle, request: DesignRequest) -> GenerationPlan:
+def plan_generation(bundle: Backend, request: DesignRequest) -> GenerationPlan:
     """Fix a checked request's prompt, tokens and masks for the model, refusing what does not fit it."""
     k, prompt, n_bases = bundle.k, request.prompt, request.n_bases
     leftover = len(prompt) % k
@@ -259,17 +258,20 @@ def check_draft(target: ModelBundle, draft: ModelBundle) -> None:
         raise InputError(f"'{draft.name}' cannot draft for '{target.name}': their tag tokens differ")
 
 
-#: How the tokens are chosen, picked once per run from what it has: design constraints, a draft model
-#: (or "served": an inference server makes them).
+#: How the engine chooses the tokens where it holds the model's KV cache, picked once per run from what
+#: it has: design constraints, a draft model. A backend that lends no cache makes the whole design.
 STRATEGIES = {(False, False): "plain", (True, False): "constrained", (False, True): "speculative",
               (True, True): "speculative, constrained"}
 
 
-def _decode_steps(strategy: str, bundle, draft, plan, allowed, request, noise, stats, checker):
-    """The run's (step, (k-mers, log-probs)) under `strategy`: a step may come again after a step back."""
-    params, samples = request.sampling, request.samples
-    if strategy == "served":
-        return enumerate(design_steps(bundle, plan, request))
+def _decode_steps(bundle: Backend, draft, plan, request, stats, checker):
+    """The run's (step, (k-mers, log-probs)): a step may come again after a step back."""
+    if not bundle.capabilities.holds_cache:
+        return enumerate(bundle.design_steps(plan, request))
+    params, samples, seed = request.sampling, request.samples, request.seed
+    noise = None if params.greedy else StepNoise(seed, samples, bundle.tokenizer.n_kmers, bundle.device)
+    allowed = torch.from_numpy(plan.allowed).to(bundle.device)
+    strategy = STRATEGIES[checker is not None, draft is not None]
     if strategy == "plain":
         return enumerate(decode_kmers(bundle, plan.prompt_ids, allowed, params, samples, noise))
     if strategy == "constrained":
@@ -281,22 +283,22 @@ def _decode_steps(strategy: str, bundle, draft, plan, allowed, request, noise, s
                                       request.draft_always)
 
 
-def generate_stream(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, *,
+def generate_stream(bundle: Backend, prompt: str = "", n_bases: int | None = None, *,
                     draft: ModelBundle | None = None, stream_every: int = 0, **options) -> Iterator[GenerationResult]:
     """Like `generate`, yielding partial results (done=False) every `stream_every`
     tokens when it is positive, and always the final result last."""
     yield from run_design(bundle, DesignRequest.from_options(prompt, n_bases, **options), draft, stream_every)
 
 
-def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle | None = None,
+def run_design(bundle: Backend, request: DesignRequest, draft: ModelBundle | None = None,
                stream_every: int = 0) -> Iterator[GenerationResult]:
     """The engine's design: a checked `request` on `bundle` (with `draft` proposing tokens, if given),
     yielding partial results every `stream_every` tokens when it is positive and the final result last."""
     params, samples, seed, constraints = request.sampling, request.samples, request.seed, request.constraints
     if constraints:
-        in_process_only(bundle, "a design with constraints", STEPS_BACK)
+        require_cache(bundle, "a design with constraints", STEPS_BACK)
     if draft is not None:
-        in_process_only(bundle, "a draft model", OWN_DRAFTS)
+        require_cache(bundle, "a draft model", OWN_DRAFTS)
     plan = plan_generation(bundle, request)
     checker = None
     if constraints:
@@ -304,14 +306,11 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
                                           plan.context_bases, plan.allowed.reshape(-1, 4))
         check_feasible(checker, plan.n_tokens)
     total_tokens = len(plan.prompt_ids) + plan.n_tokens
-    bundle.memory.check(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),
+    bundle.check_fits(samples * total_tokens, max(len(plan.prompt_ids), samples), samples * (MAX_DRAFT + 1),
                         f"{samples} sample{'s' if samples > 1 else ''} of {total_tokens:,} tokens")
     if draft is not None:
         check_draft(bundle, draft)
-    strategy = "served" if on_server(bundle) else STRATEGIES[checker is not None, draft is not None]
     stats = SpeculativeStats(draft_model=draft.name) if draft is not None else None
-    noise = None if params.greedy else StepNoise(seed, samples, bundle.tokenizer.n_kmers, bundle.device)
-    allowed = torch.from_numpy(plan.allowed).to(bundle.device)
     k, start = bundle.k, len(plan.fixed_bases)
     kmers, probs, entropy, marginal_steps = [], [], [], []
     began = time.perf_counter()
@@ -349,8 +348,7 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
             provenance=made_by,
         )
 
-    for step, (kmer, logprobs) in _decode_steps(strategy, bundle, draft, plan, allowed, request, noise, stats,
-                                                          checker):
+    for step, (kmer, logprobs) in _decode_steps(bundle, draft, plan, request, stats, checker):
         del kmers[step:], probs[step:], entropy[step:], marginal_steps[step:]  # a step back retakes from `step`
         kmers.append(kmer)
         # confidence of each chosen base under the marginals it was drawn from
@@ -364,7 +362,7 @@ def run_design(bundle: ModelBundle, request: DesignRequest, draft: ModelBundle |
     yield result(done=True)
 
 
-def generate(bundle: ModelBundle, prompt: str = "", n_bases: int | None = None, **options) -> GenerationResult:
+def generate(bundle: Backend, prompt: str = "", n_bases: int | None = None, **options) -> GenerationResult:
     """Generate exactly `n_bases` new bases after DNA `prompt`, `samples` times.
 
     Options: mask (IUPAC template of n_bases positions), species, region (tag

@@ -42,13 +42,13 @@ from ..core.stopping import checkpoint
 from ..core.tokens import dna_prompt
 from ..core.validate import whole_number
 from ..errors import InputError
+from ..model.backend import Backend
 from ..model.bundle import ModelBundle
 from ..model.kv import branch, preallocated_cache
-from ..serving.served import on_server
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .provenance import Provenance
-from .score import Variant, frame_windows, pass_tokens, variant_delta_radius, variant_passes
-from .spec import MAX_SCAN_POSITIONS, OWN_RADIUS, ScoringSpec, resolve_spec
+from .score import Variant, frame_windows, variant_passes
+from .spec import MAX_SCAN_POSITIONS, ScoringSpec, resolve_spec
 
 
 @dataclass
@@ -104,27 +104,13 @@ def _per_base(kmer_logits: torch.Tensor, allowed: torch.Tensor, method: str) -> 
     return base_logprobs_from_marginals(log_marginals(kmer_logits, normalise=True), allowed)
 
 
-def scan_substitutions(
-    bundle: ModelBundle,
-    sequence: str,
-    start: int,
-    end: int,
-    window: int | None = None,
-    species: str | None = None,
-    region: str | None = None,
-    method: str | None = None,
-    frames: int | None = None,
-    progress: Callable[[float], None] | None = None,
-    delta_radius: int | str | None = OWN_RADIUS,
-    strand_average: bool | None = None,
-    spec: ScoringSpec | None = None,
-) -> ScanResult:
-    """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive) as `spec` says
-    (`resolve_spec`: the settings given, the model's own for the rest), each delta the mean over its frames
-    (and strands, with `strand_average`) and summed within the spec's radius of its substitution; exactly the
-    delta `score_variant` gives each; `progress(fraction)` is told of work done."""
-    spec = resolve_spec(bundle, spec, window=window, species=species, region=region, method=method, frames=frames,
-                        delta_radius=delta_radius, strand_average=strand_average)
+def scan_substitutions(bundle: Backend, sequence: str, start: int, end: int, spec: ScoringSpec | None = None,
+                       progress: Callable[[float], None] | None = None, **settings) -> ScanResult:
+    """Score all 3 x L substitutions of positions `start`..`end` (1-based, inclusive) as `spec` says (else
+    `resolve_spec` of `settings`: the settings given, the model's own for the rest), each delta the mean over
+    its frames (and strands, with `strand_average`) and summed within the spec's radius of its substitution;
+    exactly the delta `score_variant` gives each; `progress(fraction)` is told of work done."""
+    spec = resolve_spec(bundle, spec, **settings)
     seq = clean_sequence(sequence, what="sequence")
     start = whole_number(start, "the scan start", 1)
     end = whole_number(end, "the scan end", 1)
@@ -136,9 +122,8 @@ def scan_substitutions(
     positions = list(range(start - 1, end))
     what = f"a scan of {end - start + 1:,} positions"
     frame_deltas, prompt_text, span_lo, span_hi, size = substitution_deltas(
-        bundle, seq, positions, spec.window, spec.frames, spec.prefix, spec.method,
-        progress if not spec.strand_average else progress and (lambda done: progress(0.5 * done)),
-        what=what, delta_radius=spec.delta_radius)
+        bundle, seq, positions, spec,
+        progress if not spec.strand_average else progress and (lambda done: progress(0.5 * done)), what=what)
     with warnings.catch_warnings():  # a column of NaN in every frame: the reference base, NaN by design
         warnings.simplefilter("ignore", RuntimeWarning)
         deltas = np.nanmean(frame_deltas, axis=0)
@@ -152,41 +137,39 @@ def scan_substitutions(
     )
 
 
-def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, frames: int, prefix: str,
-                        method: str, progress: Callable[[float], None] | None = None, what: str = "a scan",
-                        alternates: dict[int, str] | None = None, delta_radius: int | str | None = OWN_RADIUS
-                        ) -> tuple[np.ndarray, str, int, int, int]:
-    """Every substitution at `positions` (0-based, in order), each read in the windows `score_variant`
-    reads it in (`frame_windows`) and summed within `delta_radius` bases of it (default: the model's own):
+def substitution_deltas(bundle: Backend, seq: str, positions, spec: ScoringSpec,
+                        progress: Callable[[float], None] | None = None, what: str = "a scan",
+                        alternates: dict[int, str] | None = None) -> tuple[np.ndarray, str, int, int, int]:
+    """Every substitution at `positions` (0-based, in order) on this strand (the spec's strand averaging is
+    its callers'), each read in the windows `score_variant` reads it in (`frame_windows`) as `spec` says and
+    summed within its radius:
     ([frames, len(positions), 4] deltas per frame, NaN at the reference
     base, for frames that do not hold a position and for alternates not asked for; the first window's
     prompt; the span all windows lie in; bases per window).
     `alternates` limits a position to the bases asked for (a batch of variants seldom wants all three).
 
-    In this process a window serves every position whose frames it reads, so neighbouring positions share
-    windows: L clustered positions cost about L + k - 1 windows, each scored once and re-read after each
-    substituted token. Scattered positions cost their own windows, no more. On a server each substitution
-    is read alone (`_served_substitutions`).
+    Where the engine holds the model's KV cache (in this process) a window serves every position whose
+    frames it reads, so neighbouring positions share windows: L clustered positions cost about L + k - 1
+    windows, each scored once and re-read after each substituted token. Scattered positions cost their own
+    windows, no more. A backend that lends no cache (a server) reads each substitution alone
+    (`_substitutions_read_alone`): the same deltas.
     """
-    delta_radius = variant_delta_radius(bundle, delta_radius)
     positions = list(positions)
     row = {pos0: i for i, pos0 in enumerate(positions)}
     serves: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # window -> (position, frame)
     span_lo, span_hi, size = len(seq), 0, 0
     for pos0 in positions:
-        lo, hi, starts, size = frame_windows(len(seq), pos0, 1, window, frames)
+        lo, hi, starts, size = frame_windows(len(seq), pos0, 1, spec.window, spec.frames)
         span_lo, span_hi = min(span_lo, lo), max(span_hi, hi)
         for f in starts:
             serves[(lo + f, lo + f + size)].append((pos0, f))
-    frame_deltas = np.full((frames, len(positions), 4), np.nan)
+    frame_deltas = np.full((spec.frames, len(positions), 4), np.nan)
     ordered = sorted(serves.items())
-    prompt_text = dna_prompt(prefix, seq[ordered[0][0][0] : ordered[0][0][1]], bundle.k) if ordered else ""
-    if on_server(bundle):
-        spec = ScoringSpec(window=window, frames=frames, strand_average=False, method=method,
-                           delta_radius=delta_radius, prefix=prefix)
-        _served_substitutions(bundle, seq, positions, spec, alternates, frame_deltas, progress)
+    prompt_text = dna_prompt(spec.prefix, seq[ordered[0][0][0] : ordered[0][0][1]], bundle.k) if ordered else ""
+    if not bundle.capabilities.holds_cache:
+        _substitutions_read_alone(bundle, seq, positions, spec, alternates, frame_deltas, progress)
         return frame_deltas, prompt_text, span_lo, span_hi, size
-    per_pass = max(1, pass_tokens(bundle) // (size // bundle.k + 1)) if ordered else 1
+    per_pass = max(1, bundle.pass_tokens // (size // bundle.k + 1)) if ordered else 1
     groups: list[list[tuple[tuple[int, int], list[tuple[int, int]]]]] = []  # windows of one length, batched
     for item in ordered:
         (lo, hi), _ = item
@@ -200,7 +183,7 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
         if progress:
             progress(done / len(ordered))
         asked = [(lo, hi, {p: (alternates or {}).get(p, BASES) for p, _ in wanted}) for (lo, hi), wanted in group]
-        scored = _scan_windows(bundle, seq, asked, prefix, method, what, delta_radius)
+        scored = _scan_windows(bundle, seq, asked, spec, what)
         for (_, wanted), deltas in zip(group, scored, strict=True):
             for pos0, f in wanted:
                 frame_deltas[f, row[pos0]] = deltas[pos0]
@@ -210,12 +193,13 @@ def substitution_deltas(bundle: ModelBundle, seq: str, positions, window: int, f
     return frame_deltas, prompt_text, span_lo, span_hi, size
 
 
-def _served_substitutions(bundle, seq: str, positions: list[int], spec: ScoringSpec,
-                          alternates: dict[int, str] | None, frame_deltas: np.ndarray, progress) -> None:
-    """On an inference server, which lends no KV cache to branch from: each substitution read alone, in the
+def _substitutions_read_alone(bundle: Backend, seq: str, positions: list[int], spec: ScoringSpec,
+                              alternates: dict[int, str] | None, frame_deltas: np.ndarray, progress) -> None:
+    """On a backend that lends no KV cache to branch from (a server): each substitution read alone, in the
     windows `score_variant` reads it in and of those only the tokens its delta sums (`variant_passes`), the
-    positions `in_flight` at once. A position's alternates share their reference rows, and the server's
-    prefix cache the rest, so the deltas are those of the shared windows here (`frame_deltas`, filled)."""
+    positions as many at once as the backend's `each` runs. A position's alternates share their reference
+    rows, and a server's prefix cache the rest, so the deltas are those of the shared windows
+    (`frame_deltas`, filled)."""
     asked = [(i, pos0) for i, pos0 in enumerate(positions) if seq[pos0] in "ACGT"]
     done, lock = 0, threading.Lock()
 
@@ -235,7 +219,7 @@ def _served_substitutions(bundle, seq: str, positions: list[int], spec: ScoringS
     bundle.each(one, asked)
 
 
-def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int], spec: ScoringSpec,
+def mean_substitution_deltas(bundle: Backend, seq: str, positions: list[int], spec: ScoringSpec,
                              alternates: dict[int, str] | None = None,
                              progress: Callable[[float], None] | None = None) -> np.ndarray:
     """[len(positions), 4] deltas (A T C G columns) of the substitutions at `positions` (0-based, sorted),
@@ -246,9 +230,8 @@ def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int]
     with warnings.catch_warnings():  # a base not asked for is NaN in every frame, by design
         warnings.simplefilter("ignore", RuntimeWarning)
         forward = np.nanmean(substitution_deltas(
-            bundle, seq, positions, spec.window, spec.frames, spec.prefix, spec.method,
-            progress=progress and (lambda done: progress(share * done)), alternates=alternates,
-            delta_radius=spec.delta_radius)[0], 0)
+            bundle, seq, positions, spec, progress=progress and (lambda done: progress(share * done)),
+            alternates=alternates)[0], 0)
     if not spec.strand_average:
         return forward
     back = _other_strand(bundle, seq, positions, spec, alternates,
@@ -256,16 +239,15 @@ def mean_substitution_deltas(bundle: ModelBundle, seq: str, positions: list[int]
     return (forward + back) / 2
 
 
-def _other_strand(bundle: ModelBundle, seq: str, positions: list[int], spec: ScoringSpec,
+def _other_strand(bundle: Backend, seq: str, positions: list[int], spec: ScoringSpec,
                   alternates: dict[int, str] | None, progress, what: str = "a scan") -> np.ndarray:
     """[len(positions), 4] frame-mean deltas of the substitutions at `positions` read on the reverse strand
     (mirrored windows, complemented bases), in the forward strand's columns."""
     mirrored = {len(seq) - 1 - p: reverse_complement((alternates or {}).get(p, BASES)) for p in positions}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        back = np.nanmean(substitution_deltas(
-            bundle, reverse_complement(seq), sorted(mirrored), spec.window, spec.frames, spec.prefix, spec.method,
-            progress=progress, what=what, alternates=mirrored, delta_radius=spec.delta_radius)[0], 0)[::-1]
+        back = np.nanmean(substitution_deltas(bundle, reverse_complement(seq), sorted(mirrored), spec,
+                                              progress=progress, what=what, alternates=mirrored)[0], 0)[::-1]
     complement_columns = [BASES.index(reverse_complement(b)) for b in BASES]
     return back[:, complement_columns]
 
@@ -293,9 +275,8 @@ def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.
 
 
 @torch.inference_mode()
-def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, dict[int, str]]], prefix: str,
-                  method: str, what: str, delta_radius: int | None = None
-                  ) -> list[dict[int, np.ndarray]]:
+def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, dict[int, str]]], spec: ScoringSpec,
+                  what: str) -> list[dict[int, np.ndarray]]:
     """The substitutions asked for in each of `windows` (all of one length: (lo, hi, {position (0-based,
     inside [lo, hi)): alternate bases})), scored in that window. For each window: {position: delta per
     alternate [4], NaN at the reference base and at bases not asked for}.
@@ -303,10 +284,11 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     The reference windows go through the model as one batch. Every substitution is then re-read from
     its own window's cache cut before its token, batched with the substitutions of every window that
     share that token index (windows are centred on their variants, so most share one of two).
-    With a `delta_radius`, only the bases within it count, and only the tokens that hold them are re-read.
+    With the spec's `delta_radius`, only the bases within it count, and only the tokens that hold them are re-read.
     """
     k, config = bundle.k, bundle.model.config
     kmer_start = bundle.tokenizer.kmer_start_id
+    prefix, method, delta_radius = spec.prefix, spec.method, spec.delta_radius
     texts = [dna_prompt(prefix, seq[lo:hi], k) for lo, hi, _ in windows]
     ids = torch.tensor([bundle.tokenizer.encode(text) for text in texts], device=bundle.device)
     size = windows[0][1] - windows[0][0]
@@ -321,8 +303,8 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     allowed = allowed.reshape(len(windows), n_tokens, k, 4).to(bundle.device)
 
     rows, width = len(windows), ids.shape[1]
-    alt_rows = max(1, pass_tokens(bundle) // n_tokens)
-    bundle.memory.check((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
+    alt_rows = max(1, bundle.pass_tokens // n_tokens)
+    bundle.check_fits((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
                         (rows + alt_rows) * n_tokens, f"{what} in {size:,}-base windows")
     by_token: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # token -> (window, position in it, base)
     for r, (lo, _, positions) in enumerate(windows):

@@ -63,26 +63,16 @@ from ..core.coding import CodingSequence
 from ..core.dna import BASES, clean_sequence, mask_from_template, reverse_complement
 from ..core.hgvs import hgvs_change, hgvs_name, hgvs_parts
 from ..core.tokens import dna_prompt
-from ..core.validate import whole_number
 from ..errors import InputError
-from ..model.bundle import ModelBundle
-from ..model.card import CARBON_EVALUATION
-from ..serving.served import on_server
+from ..model.backend import Backend
 from .marginals import base_logprobs_from_marginals, chain_logprobs, log_marginals
 from .provenance import Provenance
-from .spec import (  # noqa: F401 (METHODS, parse_delta_radius: where callers have always found them)
-    METHODS,
-    OWN_RADIUS,
+from .spec import (
     ScoringSpec,
     check_method,
-    checked_delta_radius,
     context_room_bases,
-    parse_delta_radius,
     resolve_spec,
 )
-
-DEFAULT_WINDOW = CARBON_EVALUATION["window"]  # the window of a model that names none of its own
-_HEAD_CHUNK = 2048  # tokens per block of the output projection, to bound memory on long inputs
 
 
 @dataclass
@@ -108,40 +98,28 @@ def variant_method(model, method: str | None) -> str:
     return check_method(model.card.method if method is None else method)
 
 
-def variant_delta_radius(model, delta_radius: int | str | None) -> int | None:
-    """`delta_radius` checked (bases either side of the variant that its delta sums; None: the whole window),
-    or (OWN_RADIUS) the model's own (`ModelCard.delta_radius`)."""
-    return checked_delta_radius(model.card.delta_radius, delta_radius)
-
-
-def pass_tokens(bundle: ModelBundle) -> int:
-    """Tokens per batched forward pass: a GPU is fed whole batches (bounded for activation memory); a CPU
-    slows beyond a couple of thousand (they no longer fit its caches: measured on the bundled model, 2 cores)."""
-    return 16_384 if bundle.device.type == "cuda" else 2_048
-
-
 @torch.inference_mode()
-def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tuple[str, ...],
+def _score_batch(bundle: Backend, seqs: list[str], prefix: str, methods: tuple[str, ...],
                  wanted: list[range] | None = None) -> list[tuple[dict[str, torch.Tensor], torch.Tensor, list[int]]]:
     """({method: per-base log-probs [L]} for each of `methods`, marginals [L, 4], prompt ids) of each clean
-    sequence: one forward pass read every way asked (in this process, or on the server a `ServedModel`
-    names: the same reading of the same log-probs). With `wanted` (per sequence, the bases that will be
-    read) a server is asked for the tokens holding those bases alone, and the other bases are NaN."""
+    sequence: one forward pass read every way asked (wherever the backend runs it: the same reading of the
+    same log-probs). With `wanted` (per sequence, the bases that will be read) a backend may compute the
+    tokens holding those bases alone, and the other bases are NaN."""
     k = bundle.k
     prompts = [bundle.tokenizer.encode(dna_prompt(prefix, seq, k)) for seq in seqs]
     first = len(bundle.tokenizer.encode(dna_prompt(prefix))) - 1  # <dna>: its logits predict the first k-mer
     rows = None if wanted is None else [{base // k for base in bases} for bases in wanted]
     out = []
-    for seq, prompt, blocks in zip(seqs, prompts, _window_logprobs(bundle, seqs, prompts, first, rows), strict=True):
+    for seq, prompt, blocks in zip(seqs, prompts, bundle.window_logprobs(prompts, first, rows), strict=True):
         n_tokens = len(prompt) - 1 - first
         allowed = torch.ones(n_tokens * k, 4, dtype=torch.bool)
         allowed[: len(seq)] = torch.from_numpy(mask_from_template(seq))
-        allowed = allowed.reshape(n_tokens, k, 4).to(bundle.device)
+        allowed = allowed.reshape(n_tokens, k, 4)
         per_base: dict[str, list[torch.Tensor]] = {method: [] for method in methods}
         probs = []
         for start, kmer_logprobs in blocks:
             marginals = log_marginals(kmer_logprobs)
-            block_allowed = allowed[start : start + len(kmer_logprobs)]
+            block_allowed = allowed[start : start + len(kmer_logprobs)].to(kmer_logprobs.device)
             for method, parts in per_base.items():
                 parts.append(base_logprobs_from_marginals(marginals, block_allowed) if method == "marginal"
                              else chain_logprobs(kmer_logprobs, block_allowed))
@@ -152,43 +130,8 @@ def _score_batch(bundle: ModelBundle, seqs: list[str], prefix: str, methods: tup
     return out
 
 
-def _window_logprobs(bundle, seqs: list[str], prompts: list[list[int]], first: int,
-                     rows: list[set[int]] | None = None):
-    """Per prompt, its k-mer log-probs after `<dna>` as (first token, [tokens, 4^k]) blocks (on a server, of
-    the tokens `rows` names alone where it names them: `ServedModel.kmer_logprobs`).
-
-    In this process sequences are right-padded to whole k-mers and batched, each row left-aligned and
-    filled out with the first k-mer id (the model is causal, so a row's filling never reaches its real
-    tokens), and the k-mer head runs over at most _HEAD_CHUNK tokens at a time."""
-    if on_server(bundle):  # the server's log-probs, one block a window
-        for logprobs in bundle.kmer_logprobs(prompts, first, rows):
-            yield [(0, logprobs)]
-        return
-    widest = max(len(ids) for ids in prompts)
-    per_row = max(1, pass_tokens(bundle) // widest)
-    block_tokens = min(per_row, len(seqs)) * widest
-    # the output projection runs over one row's tokens at a time, at most _HEAD_CHUNK of them
-    bundle.memory.check(block_tokens, block_tokens, min(_HEAD_CHUNK, widest),
-                        f"scoring {len(seqs)} window(s) of up to {max(map(len, seqs)):,} bases")
-    for lo in range(0, len(seqs), per_row):
-        block = prompts[lo : lo + per_row]
-        width = max(len(ids) for ids in block) - 1
-        ids = torch.full((len(block), width), bundle.tokenizer.kmer_start_id, dtype=torch.long)
-        for row, prompt in enumerate(block):
-            ids[row, : len(prompt) - 1] = torch.tensor(prompt[:-1])
-        hidden = bundle.hidden_states(ids.to(bundle.device))
-        for row, prompt in enumerate(block):
-            yield _head_blocks(bundle, hidden[row, first:], len(prompt) - 1 - first)
-
-
-def _head_blocks(bundle: ModelBundle, hidden: torch.Tensor, n_tokens: int):
-    """(first token, k-mer log-probs) of one row's hidden states, _HEAD_CHUNK tokens at a time."""
-    for start in range(0, n_tokens, _HEAD_CHUNK):
-        yield start, torch.log_softmax(bundle.kmer_logits(hidden[start : min(start + _HEAD_CHUNK, n_tokens)]), dim=-1)
-
-
 def score_sequence(
-    bundle: ModelBundle,
+    bundle: Backend,
     sequence: str,
     species: str | None = None,
     region: str | None = None,
@@ -384,11 +327,6 @@ def variant_window(length: int, pos0: int, ref_len: int, window: int) -> tuple[i
     return start, start + size
 
 
-def resolve_frames(bundle: ModelBundle, frames: int | None) -> int:
-    """`frames` checked (1..k), or k (every frame) when None."""
-    return bundle.k if frames is None else whole_number(frames, "frames", 1, bundle.k)
-
-
 def frame_windows(length: int, pos0: int, ref_len: int, window: int, frames: int) -> tuple[int, int, list[int], int]:
     """Where a variant's frames are read: (span start, span end, each frame's window start within the
     span, bases per window), 0-based, half-open.
@@ -468,7 +406,7 @@ class VariantPasses:
         return float(np.mean(self.frame_deltas(method, within)))
 
 
-def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, spec: ScoringSpec,
+def variant_passes(bundle: Backend, sequence: str, variant: str | Variant, spec: ScoringSpec,
                    methods: tuple[str, ...] | None = None, delta_only: bool = False) -> VariantPasses:
     """The forward passes that score `variant` in `sequence` as `spec` (resolved) says, read with `methods`
     (default: the spec's own), checked: the variant against the sequence, its alleles against the context.
@@ -529,24 +467,13 @@ def variant_passes(bundle: ModelBundle, sequence: str, variant: str | Variant, s
                          (span_lo - start, span_hi - start))
 
 
-def score_variant(
-    bundle: ModelBundle,
-    sequence: str,
-    variant: str | Variant,
-    window: int | None = None,
-    strand_average: bool | None = None,
-    species: str | None = None,
-    region: str | None = None,
-    method: str | None = None,
-    frames: int | None = None,
-    delta_radius: int | str | None = OWN_RADIUS,
-    spec: ScoringSpec | None = None,
-) -> VariantScore:
-    """Score `variant` in `sequence` as `spec` says (`resolve_spec`: the settings given, the model's own for the
-    rest): delta = LL(alt window) - LL(ref window), averaged over the spec's tokenization frames and strands and
-    summed within its radius of the variant."""
-    spec = resolve_spec(bundle, spec, window=window, strand_average=strand_average, species=species, region=region,
-                        method=method, frames=frames, delta_radius=delta_radius)
+def score_variant(bundle: Backend, sequence: str, variant: str | Variant, spec: ScoringSpec | None = None,
+                  **settings) -> VariantScore:
+    """Score `variant` in `sequence` as `spec` says (else `resolve_spec` of `settings`: window, frames,
+    strand_average, method, delta_radius, species, region; the model's own for the rest): delta = LL(alt
+    window) - LL(ref window), averaged over the spec's tokenization frames and strands and summed within its
+    radius of the variant."""
+    spec = resolve_spec(bundle, spec, **settings)
     passes = variant_passes(bundle, sequence, variant, spec)
     starts, columns, scored, offset = passes.starts, passes.columns, passes.scored, passes.offset
     ref_tracks, alt_tracks = passes.tracks(spec.method)

@@ -152,10 +152,18 @@ def checked_delta_radius(own: int | None, delta_radius: int | str | None) -> int
 
 def resolve_spec(bundle, spec: ScoringSpec | None = None, *, window=None, frames=None, strand_average=None,
                  method=None, delta_radius=OWN_RADIUS, species=None, region=None, context=None) -> ScoringSpec:
-    """The one place a scoring setup is made: `spec` as it is when given (nothing else may be), else each
-    setting as asked, the model's own (`ModelCard.scoring`) where it is None (`delta_radius`: OWN_RADIUS),
-    every value checked and the window clamped to the context."""
+    """The one place a scoring setup is made, at a public entry point: `spec` as it is when given (no setting
+    may be given beside it), else each setting as asked, the model's own (`ModelCard.scoring`) where it is
+    None (`delta_radius`: OWN_RADIUS), every value checked and the window clamped to the context. Below the
+    entry points every function takes the spec it made, and nothing that the spec holds."""
     if spec is not None:
+        beside = [name for name, value in (("window", window), ("frames", frames), ("strand_average", strand_average),
+                                           ("method", method), ("species", species), ("region", region),
+                                           ("context", context or None)) if value is not None]
+        beside += ["delta_radius"] if delta_radius != OWN_RADIUS else []
+        if beside:
+            raise InputError(f"give a scoring spec or its settings, not both: {', '.join(beside)} given beside the "
+                             "spec (the spec holds them)")
         return spec
     own = bundle.card.scoring
     frames = own["frames"] if frames is None else frames

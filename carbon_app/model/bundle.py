@@ -9,6 +9,7 @@ is one it computes.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,10 +18,13 @@ import torch
 from ..core.tags import TagScheme, load_tag_scheme
 from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
+from .backend import Capabilities
 from .card import ModelCard
 from .decoder import LeanDecoder, attention_kernels
 from .hub import draft_for, resolve_model_dir
 from .memory import WorkingMemory
+
+HEAD_CHUNK = 2048  # tokens per block of the output projection, to bound memory on long inputs
 
 
 class Context:
@@ -40,7 +44,9 @@ class Context:
 
 @dataclass
 class ModelBundle(Context):
-    """A loaded model with everything the engine needs to use it."""
+    """A loaded model with everything the engine needs to use it: the in-process `Backend`."""
+
+    capabilities = Capabilities(where="in this process", holds_cache=True)
 
     name: str
     path: Path
@@ -77,6 +83,51 @@ class ModelBundle(Context):
                 return self.decoder(input_ids, cache)
             out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
             return out.last_hidden_state
+
+    @property
+    def pass_tokens(self) -> int:
+        """Tokens per batched forward pass: a GPU is fed whole batches (bounded for activation memory); a CPU
+        slows beyond a couple of thousand (they no longer fit its caches: measured on the bundled model, 2
+        cores)."""
+        return 16_384 if self.device.type == "cuda" else 2_048
+
+    def check_fits(self, kv_tokens: int, forward_tokens: int, scored_tokens: int, what: str) -> None:
+        self.memory.check(kv_tokens, forward_tokens, scored_tokens, what)
+
+    def each(self, fn, items: list) -> list:
+        """`fn` over `items`, one at a time: the engine batches within each call, and one GPU runs one."""
+        return [fn(item) for item in items]
+
+    @torch.inference_mode()
+    def window_logprobs(self, prompts: list[list[int]], first: int,
+                        rows: list[set[int]] | None = None) -> Iterator[Iterator[tuple[int, torch.Tensor]]]:
+        """Per prompt, its k-mer log-probs after `<dna>` (token `first`) as (first token, [tokens, 4^k])
+        blocks, each computed as it is read, every row computed (`rows` saves nothing here: a window is one
+        forward pass).
+
+        Prompts are batched, each row left-aligned and filled out with the first k-mer id (the model is
+        causal, so a row's filling never reaches its real tokens), and the k-mer head runs over at most
+        HEAD_CHUNK tokens at a time."""
+        widest = max(len(ids) for ids in prompts)
+        per_row = max(1, self.pass_tokens // widest)
+        block_tokens = min(per_row, len(prompts)) * widest
+        # the output projection runs over one row's tokens at a time, at most HEAD_CHUNK of them
+        self.check_fits(block_tokens, block_tokens, min(HEAD_CHUNK, widest),
+                        f"scoring {len(prompts)} window(s) of up to {(widest - first - 1) * self.k:,} bases")
+        for lo in range(0, len(prompts), per_row):
+            block = prompts[lo : lo + per_row]
+            width = max(len(ids) for ids in block) - 1
+            ids = torch.full((len(block), width), self.tokenizer.kmer_start_id, dtype=torch.long)
+            for row, prompt in enumerate(block):
+                ids[row, : len(prompt) - 1] = torch.tensor(prompt[:-1])
+            hidden = self.hidden_states(ids.to(self.device))
+            for row, prompt in enumerate(block):
+                yield self._head_blocks(hidden[row, first:], len(prompt) - 1 - first)
+
+    def _head_blocks(self, hidden: torch.Tensor, n_tokens: int):
+        """(first token, k-mer log-probs) of one row's hidden states, HEAD_CHUNK tokens at a time."""
+        for start in range(0, n_tokens, HEAD_CHUNK):
+            yield start, torch.log_softmax(self.kmer_logits(hidden[start : min(start + HEAD_CHUNK, n_tokens)]), dim=-1)
 
     def kmer_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., hidden] -> [..., 4^k] float32 logits over the k-mers only.

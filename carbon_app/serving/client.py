@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass
 
 from .. import settings
-from ..errors import CarbonError
+from ..errors import BackendError
 
 RETRIED = {429, 502, 503, 504}  # busy or restarting: worth another try after a pause
 _CAP = re.compile(r"max allowed: (\d+)")
 
 
-class ServerError(CarbonError):
+class ServerError(BackendError):
     """The server could not be reached, refused a request, or serves something else than this model."""
 
 

@@ -21,7 +21,6 @@ import torch
 from ..inference.request import DesignRequest
 from .client import ServerError
 from .design_args import DesignArgs, encode_allowed
-from .served import ServedModel
 
 _NO_LOGPROB = -9999.0  # what vLLM writes for -inf
 
@@ -35,9 +34,10 @@ def needs_plugin(request: DesignRequest, allowed_hex: str | None) -> str | None:
     return None
 
 
-def design_steps(served: ServedModel, plan, request: DesignRequest) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def design_steps(served, plan, request: DesignRequest) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Per generated token, the chosen k-mer indices [samples] and the log-probs [samples, 4^k] they were
-    drawn from, for a design made on the server in one request."""
+    drawn from, for a design made in one request on the server that runs `served` (a `served.ServedModel`,
+    which asks this of it)."""
     tokenizer, params = served.tokenizer, request.sampling
     start, n = tokenizer.kmer_start_id, tokenizer.n_kmers
     allowed = encode_allowed(plan.allowed)

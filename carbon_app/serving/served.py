@@ -20,8 +20,9 @@ import contextvars
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,9 +31,11 @@ from .. import settings
 from ..core.tags import TagScheme
 from ..core.tokens import CarbonTokenizer
 from ..errors import ScoresUnavailable
+from ..model.backend import Capabilities
 from ..model.bundle import Context
 from ..model.card import ModelCard
 from .client import ServerClient, ServerError, ServerInfo
+from .design import design_steps
 
 IN_FLIGHT = 8  # requests one job keeps at the server at once (CARBON_SERVER_IN_FLIGHT): it batches them
 ROWS_KEPT = 4096  # tokens' distributions kept for windows that share a prefix (16 KB each for a 6-mer model)
@@ -48,16 +51,9 @@ class KmersOutranked(ServerError, ScoresUnavailable):
         self.missing = missing
 
 
-class _NoLocalMemory:
-    """The server holds the model and its working memory: nothing is asked of this machine's budget."""
-
-    def check(self, *args, **kwargs) -> None:
-        return None
-
-
 @dataclass
 class ServedModel(Context):
-    """What the scoring engine reads of a bundle, with the model's forward passes on a server."""
+    """A Carbon model whose forward passes run on an inference server: the served `Backend`."""
 
     name: str
     path: Path
@@ -70,12 +66,7 @@ class ServedModel(Context):
     vocab_size: int  # ids of the model's vocabulary: what --max-logprobs must cover
     takes_designs: bool = False  # the server runs Carbon's design plugin (masks, base-level sampling)
     in_flight: int = IN_FLIGHT  # requests one job keeps at the server at once
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    dtype: torch.dtype = torch.float32
-    memory: _NoLocalMemory = field(default_factory=_NoLocalMemory)
-    draft: str | None = None
-    info: dict = field(default_factory=dict)
-    graph_pools: dict = field(default_factory=dict)
+    draft: str | None = None  # the server drafts with its own speculative decoding, if any
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.in_flight)
@@ -83,9 +74,29 @@ class ServedModel(Context):
         self._rows: OrderedDict[tuple[int, ...], torch.Tensor] = OrderedDict()  # prefix -> k-mer log-probs
 
     @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(where=f"on the server {self.served.url}", holds_cache=False,
+                            instead="leave out --server (CARBON_SERVER) to run it here",
+                            design_plugin=self.takes_designs)
+
+    @property
     def weights(self) -> str:
         """Which weights these are: the server's, named by where they are served (a server says no checksum)."""
         return f"served:{self.served.model}@{self.served.url}"
+
+    def check_fits(self, kv_tokens: int, forward_tokens: int, scored_tokens: int, what: str) -> None:
+        """The server holds the model and its working memory (and refuses what it cannot hold): nothing is
+        asked of this machine's budget."""
+
+    def window_logprobs(self, prompts: list[list[int]], first: int,
+                        rows: list[set[int]] | None = None) -> Iterator[list[tuple[int, torch.Tensor]]]:
+        """Per prompt, one block: its k-mer log-probs after token `first` (`kmer_logprobs`)."""
+        for logprobs in self.kmer_logprobs(prompts, first, rows):
+            yield [(0, logprobs)]
+
+    def design_steps(self, plan, request) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """A whole design made on the server in one request (`serving.design`)."""
+        return design_steps(self, plan, request)
 
     def describe(self) -> dict:
         return {"name": self.name, "server": self.served.url, "served_as": self.served.model,
@@ -195,23 +206,6 @@ class ServedModel(Context):
         return torch.log_softmax(row, dim=-1).float()
 
 
-STEPS_BACK = "design constraints step back from a dead end to an earlier token, which a server's sampler cannot"
-OWN_DRAFTS = ("the server drafts with its own speculative decoding (vLLM's --speculative-config), not with a "
-              "draft model here")
-
-
-def on_server(bundle) -> bool:
-    """Whether the model's forward passes run on a server (a `ServedModel`), not in this process."""
-    return isinstance(bundle, ServedModel)
-
-
-def in_process_only(bundle, what: str, why: str) -> None:
-    """Refuse, with the reason and what to do, work that only the in-process engine runs."""
-    if on_server(bundle):
-        raise ServerError(f"{what} runs in this process only: {why}; leave out --server (CARBON_SERVER) to run "
-                          "it here")
-
-
 def connect(url: str, model: str, api_key: str | None = None, served_as: str | None = None) -> ServedModel:
     """The model `model` (its files here: a bundled name, a local directory or a hub id) as the server at
     `url` runs it (under the name `served_as`, else the only model it serves), checked against its codec."""
@@ -250,4 +244,4 @@ def connect(url: str, model: str, api_key: str | None = None, served_as: str | N
                        tokenizer=tokenizer, tags=tags, max_tokens=context, card=ModelCard(path), server=server,
                        served=served, vocab_size=int(config.vocab_size),
                        takes_designs=server.takes_designs(served.model, tokenizer.open_id),
-                       in_flight=settings.get("CARBON_SERVER_IN_FLIGHT"), info={"server": server.url})
+                       in_flight=settings.get("CARBON_SERVER_IN_FLIGHT"))
