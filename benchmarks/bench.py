@@ -30,7 +30,8 @@ from carbon_app.core.tokens import dna_prompt
 from carbon_app.errors import ModelError
 from carbon_app.inference.generate import generate
 from carbon_app.inference.sampling import DnaLogitsProcessor, SamplingParams
-from tests.synthetic import random_bundle
+from carbon_app.model.decoder import TransformersDecoder
+from tests.synthetic import random_bundle, random_pair
 
 from .server_bench import vcf_records
 from .timing import NOMINAL_GB_S, copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio, timed
@@ -43,8 +44,10 @@ def _where(bundle) -> str:
     return f"CPU, {torch.get_num_threads()} threads"
 
 
-def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, copy_gb_s: float) -> None:
-    """Time every contender on one prompt length and print the table and ratios."""
+def run_task(bundle, stock_model, prompt_bases: int, tokens: int, repeats: int, device: str,
+             copy_gb_s: float) -> None:
+    """Time every contender on one prompt length and print the table and ratios (`stock_model`: the
+    `transformers` model whose weights the bundle's decoder shares)."""
     generator = torch.Generator().manual_seed(prompt_bases)
     prompt = "".join("ACGT"[i] for i in torch.randint(0, 4, (prompt_bases,), generator=generator).tolist())
     prompt = prompt[: len(prompt) - len(prompt) % 6]
@@ -57,7 +60,8 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, 
                         pad_token_id=0, eos_token_id=None)
     dna_only = DnaLogitsProcessor(bundle.tokenizer.kmer_start_id, bundle.tokenizer.n_kmers,
                                   SamplingParams(mode="token", temperature=0), ids.shape[1])
-    hf_forward = dataclasses.replace(bundle, decoder=None)  # our engine on transformers' decoder forward
+    # our engine on transformers' decoder forward
+    hf_forward = dataclasses.replace(bundle, decoder=TransformersDecoder(stock_model))
     contenders = {
         "ours, token mode": lambda: generate(bundle, prompt, n_bases, mode="token", temperature=0, seed=0),
         "ours, token mode, transformers forward": lambda: generate(hf_forward, prompt, n_bases, mode="token",
@@ -67,9 +71,9 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, 
         "ours, bp mode (FNS)": lambda: generate(bundle, prompt, n_bases, mode="bp", temperature=0, seed=0),
         "ours, bp mode, sampling T=0.9": lambda: generate(bundle, prompt, n_bases, mode="bp", temperature=0.9,
                                                           seed=0),
-        "stock generate": lambda: bundle.model.generate(ids, **stock_config),
-        "stock generate, DNA-only processor": lambda: bundle.model.generate(ids, logits_processor=[dna_only],
-                                                                            **stock_config),
+        "stock generate": lambda: stock_model.generate(ids, **stock_config),
+        "stock generate, DNA-only processor": lambda: stock_model.generate(ids, logits_processor=[dna_only],
+                                                                           **stock_config),
     }
     outputs: dict[str, object] = {}
     with torch.inference_mode():
@@ -94,8 +98,8 @@ def run_task(bundle, prompt_bases: int, tokens: int, repeats: int, device: str, 
           "  (goal <= 1.05; reference implementation ~1.5)")
     print(f"  stock generate / ours (token): {ratio('stock generate', 'ours, token mode')}  (goal >= 1.3)")
     print(f"  stock generate / ours (bp):    {ratio('stock generate', 'ours, bp mode (FNS)')}  (goal >= 1.3)")
-    if bundle.decoder is not None:
-        print(f"  transformers forward / lean:   "
+    if bundle.decoder.static:
+        print(f"  transformers forward / ours:   "
               f"{ratio('ours, token mode, transformers forward', 'ours, token mode')}  (same engine, token mode)")
     step = (median["ours, token mode"] - median["ours, token mode, 1 token (prefill)"]) / (tokens - 1)
     bandwidth_report(bundle, step, ids.shape[1] + tokens // 2, copy_gb_s)
@@ -520,8 +524,8 @@ def main(argv: list[str] | None = None) -> None:
 
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     began = time.perf_counter()
-    bundle = random_bundle(args.shape, dtype=dtype, device=args.device)
-    params = sum(p.numel() for p in bundle.model.parameters())
+    bundle, stock_model = random_pair(args.shape, dtype=dtype, device=args.device)
+    params = bundle.decoder.n_parameters
     print(f"model: Carbon-{args.shape} shape, random weights, {params / 1e6:.0f}M parameters, "
           f"{str(dtype).replace('torch.', '')} on {args.device} (built in {time.perf_counter() - began:.0f} s)")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -529,7 +533,7 @@ def main(argv: list[str] | None = None) -> None:
     print("Prefill is the same work for every contender; the ratios grow as the prompt shrinks.")
     copy_gb_s = copy_bandwidth(args.device)
     for prompt_bases in (int(x) for x in args.prompt_bases.split(",")):
-        run_task(bundle, prompt_bases, args.tokens, args.repeats, args.device, copy_gb_s)
+        run_task(bundle, stock_model, prompt_bases, args.tokens, args.repeats, args.device, copy_gb_s)
     scoring_throughput(bundle, args.repeats)
     del bundle
     memory_report(args.device)

@@ -38,7 +38,7 @@ from carbon_app.core.dna import BASES
 from carbon_app.core.tokens import dna_prompt
 from carbon_app.inference.generate import generate
 from carbon_app.model.decoder import attention_kernels
-from tests.synthetic import random_bundle
+from tests.synthetic import random_bundle, random_pair
 
 from .timing import copy_bandwidth, decode_step_bytes, device_name, interleaved_times, paired_ratio, timed
 
@@ -104,7 +104,7 @@ def many_row_attention_ms(bundle, prompt_ids: list[int], rows: int = 64, repeats
 def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, tokens: int = 128,
                   design_samples: int = 64, design_bases: int = 1200) -> dict:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    bundle = random_bundle(shape, dtype=dtype, device=device)
+    bundle, stock_model = random_pair(shape, dtype=dtype, device=device)
     prompt = _prompt(600)
     ids = torch.tensor([bundle.tokenizer.encode(dna_prompt("", prompt))], device=device)
     stock = dict(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0, eos_token_id=None)
@@ -113,8 +113,8 @@ def measure_shape(shape: str, device: str, copy_gb_s: float, repeats: int, token
             "token": lambda: generate(bundle, prompt, tokens * 6, mode="token", temperature=0, seed=0),
             "prefill": lambda: generate(bundle, prompt, 6, mode="token", temperature=0, seed=0),
             "bp": lambda: generate(bundle, prompt, tokens * 6, mode="bp", temperature=0, seed=0),
-            "stock": lambda: bundle.model.generate(ids, **stock),
-            "stock_same_kernels": lambda: same_kernels(lambda: bundle.model.generate(ids, **stock)),
+            "stock": lambda: stock_model.generate(ids, **stock),
+            "stock_same_kernels": lambda: same_kernels(lambda: stock_model.generate(ids, **stock)),
             "design": lambda: generate(bundle, prompt[:60], design_bases, samples=design_samples, temperature=0.9,
                                        seed=0),
         }, repeats)
@@ -147,7 +147,7 @@ def constant_greedy_picks(*bundles):
     """Within the block, each bundle's final norm weighs zero, so every k-mer logit is 0 and greedy
     search picks the first k-mer (AAAAAA) at every step in every model: a draft that always agrees,
     at its real cost (the same kernels on the same weights run)."""
-    norms = [bundle.model.model.norm.weight for bundle in bundles]
+    norms = [bundle.decoder.norm for bundle in bundles]
     saved = [weight.detach().clone() for weight in norms]
     with torch.no_grad():
         for weight in norms:

@@ -64,8 +64,7 @@ def copy_bandwidth(device: str, n_bytes: int = 2**30) -> float:
 def decode_step_bytes(bundle, mean_context: int) -> int:
     """Bytes a batch-1 decode step must read: decoder weights (one embedding row aside), the k-mer head
     and the KV cache at `mean_context` tokens."""
-    model = bundle.model.model
-    embed = model.embed_tokens.weight
-    weights = sum(p.numel() * p.element_size() for p in model.parameters()) - embed.numel() * embed.element_size()
+    embed = bundle.decoder.embed
+    weights = bundle.decoder.n_bytes - embed.numel() * embed.element_size()
     weights += bundle.dna_head.numel() * bundle.dna_head.element_size()
     return weights + bundle.memory.bytes_for(mean_context, 0, 0)

@@ -16,6 +16,7 @@ import torch
 from carbon_app.core.tags import SCHEMES
 from carbon_app.core.tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
 from carbon_app.model.bundle import ModelBundle, make_bundle
+from carbon_app.model.decoder import decoder_of
 
 #: Architectures of the released checkpoints (spec section 1) and a tiny one.
 SHAPES: dict[str, dict] = {
@@ -114,10 +115,17 @@ def write_model_dir(
 
 def random_bundle(shape: str = "500M", text_tokenizer=None, seed: int = 0,
                   dtype: torch.dtype = torch.float32, device: str = "cpu") -> ModelBundle:
-    """An in-memory Carbon-layout bundle (no files written), for benchmarks."""
+    """An in-memory Carbon-layout bundle (no files written), for benchmarks: the engine's decoder over a
+    random `transformers` model's weights (`random_pair` keeps the model too, as the stock contender)."""
+    return random_pair(shape, text_tokenizer, seed, dtype, device)[0]
+
+
+def random_pair(shape: str = "500M", text_tokenizer=None, seed: int = 0, dtype: torch.dtype = torch.float32,
+                device: str = "cpu") -> tuple[ModelBundle, torch.nn.Module]:
+    """`random_bundle` and the `transformers` model whose weights its decoder shares (no memory added)."""
     model = random_model(shape, CARBON_VOCAB_SIZE, seed, dtype, device=device)
     tokenizer = CarbonTokenizer(CARBON_DNA_CONFIG, text_tokenizer)
-    return make_bundle(f"random-{shape}", Path("."), model, tokenizer, SCHEMES["pipeline"])
+    return make_bundle(f"random-{shape}", Path("."), decoder_of(model), tokenizer, SCHEMES["pipeline"]), model
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,7 @@ from benchmarks.soak import start_app
 from carbon_app.inference.generate import generate
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
+from carbon_app.model.decoder import transformers_model
 from carbon_app.model.manager import ModelManager
 from tests.conftest import random_dna
 from tests.synthetic import write_model_dir
@@ -53,7 +54,8 @@ def _served_like_the_engine(tmp_path, tokenizer_dir, shape: str, device: str, dt
         assert name == model_dir.name and str(tmp_path) not in repr(status)  # by its name, never the server's path
         assert loaded["device"].startswith(device) and loaded["dtype"] == str(dtype).replace("torch.", "")
         engine = ModelManager(device=device).get(str(model_dir))
-        assert loaded["parameters"] == sum(p.numel() for p in engine.model.parameters())
+        assert loaded["parameters"] == engine.decoder.n_parameters == sum(
+            p.numel() for p in transformers_model(model_dir, torch.device("cpu"), torch.float32).parameters())
 
         for seed, temperature, samples in ((0, 0.0, 1), (5, 0.9, 2)):
             design = client.predict(model=name, species="none", region="none", prompt="ATGGCC", upload=None,

@@ -28,7 +28,7 @@ def test_generation_suite_runs_and_its_contenders_agree(capsys):
     printed = capsys.readouterr().out
     assert "same output, ours (token mode) and stock restricted to DNA: True" in printed
     for label in ("bp-level / token-level time:", "stock generate / ours (token):", "stock generate / ours (bp):",
-                  "transformers forward / lean:"):
+                  "transformers forward / ours:"):
         median, best = re.search(re.escape(label) + r"\s+([\d.]+) \(([\d.]+)\)", printed).groups()
         assert 0 < float(median) < 100 and 0 < float(best) < 100
     share = float(re.search(r"([\d.]+)% of the measured copy bandwidth", printed).group(1))
@@ -173,7 +173,7 @@ def test_a_random_model_directory_is_written_in_one_command_and_loads_like_a_che
     main([str(tmp_path / "tiny"), "--shape", "tiny", "--context", "256"])
     assert "wrote a random tiny Carbon-format model" in capsys.readouterr().out
     bundle = load_bundle(str(tmp_path / "tiny"))
-    assert bundle.model.config.max_position_embeddings == 256
+    assert bundle.decoder.config.max_position_embeddings == 256
     assert len(generate(bundle, "ACGTAC", 30, temperature=0, seed=1).sequences[0]) == 30
     with pytest.raises(SystemExit):  # never over a folder that holds something
         main([str(tmp_path / "tiny"), "--shape", "tiny"])

@@ -1,4 +1,6 @@
-"""The lean decoder forward against `transformers`' own, on the architectures it claims."""
+"""Carbon Studio's decoder (`model.decoder`) against `transformers`' own forward, the reference: on the
+architectures it claims, from a checkpoint's files and from a model already built, and on every shape the
+project knows; what it does not compute falls back to `transformers`, loudly."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from transformers import (
 )
 
 from carbon_app.inference.generate import generate
-from carbon_app.model.decoder import LeanDecoder
+from carbon_app.model.decoder import Decoder, TransformersDecoder, decoder_of, load_decoder, transformers_model
 from carbon_app.model.kv import preallocated_cache
 from carbon_app.model.manager import ModelManager
 
@@ -36,17 +38,25 @@ ARCHITECTURES = {
 
 
 def _reference_and_lean(make):
+    """(the reference, the model our decoder was made from, sharing its weights, our decoder)."""
     torch.manual_seed(0)
     model = make().eval()
     reference = copy.deepcopy(model)
-    assert LeanDecoder.supports(model)
-    return reference, model, LeanDecoder(model)
+    lean = decoder_of(model)
+    assert isinstance(lean, Decoder), lean.name
+    return reference, model, lean
 
 
 @pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("made_from", ["checkpoint files", "a built model"])
 @torch.inference_mode()
-def test_lean_forward_equals_transformers_through_prefill_steps_batches_and_verifies(architecture):
-    reference, _, lean = _reference_and_lean(ARCHITECTURES[architecture])
+def test_our_forward_equals_transformers_through_prefill_steps_batches_and_verifies(architecture, made_from,
+                                                                                  tmp_path):
+    reference, model, lean = _reference_and_lean(ARCHITECTURES[architecture])
+    if made_from == "checkpoint files":  # as the engine loads a model: config.json and safetensors, by name
+        reference.save_pretrained(tmp_path)
+        lean = load_decoder(tmp_path, torch.device("cpu"), torch.float32)
+        assert isinstance(lean, Decoder) and lean.config.architecture == type(reference).__name__
     prompt = torch.randint(0, 300, (1, 11))
 
     def hf(ids, cache=None):
@@ -71,11 +81,15 @@ def test_lean_forward_equals_transformers_through_prefill_steps_batches_and_veri
 
 
 @torch.inference_mode()
-def test_lean_forward_in_bfloat16_follows_transformers():
-    """bf16, as on a GPU: RMSNorm statistics in float32, everything else in bf16, like transformers."""
-    reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
-    reference, model = reference.to(torch.bfloat16), model.to(torch.bfloat16)
-    lean = LeanDecoder(model)  # fused after the cast, as make_bundle does on the model's final device and dtype
+def test_our_forward_in_bfloat16_follows_transformers(tmp_path):
+    """bf16, as on a GPU: RMSNorm statistics in float32, everything else in bf16, like transformers; the
+    weights cast as they are read from the file."""
+    reference, _, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
+    reference.save_pretrained(tmp_path)
+    # loaded in bf16 as `from_pretrained` loads it, which keeps the rotary frequencies in float32 (a model
+    # cast with `.to(bfloat16)` rounds them too)
+    reference = transformers_model(tmp_path, torch.device("cpu"), torch.bfloat16)
+    lean = load_decoder(tmp_path, torch.device("cpu"), torch.bfloat16)
     prompt, step = torch.randint(0, 300, (1, 11)), torch.randint(0, 300, (1, 1))
     ours, theirs = preallocated_cache(reference.config, 20), preallocated_cache(reference.config, 20)
     for ids in (prompt, step, step):
@@ -88,13 +102,13 @@ def test_lean_forward_in_bfloat16_follows_transformers():
 @pytest.mark.gpu
 @pytest.mark.parametrize("architecture", ["llama-gqa", "qwen2-qkv-bias"])
 @torch.inference_mode()
-def test_lean_forward_in_bfloat16_on_cuda_follows_transformers_through_steps_verifies_and_crops(architecture):
+def test_our_forward_in_bfloat16_on_cuda_follows_transformers_through_steps_verifies_and_crops(architecture):
     """On the GPU in bf16 both forwards run CUDA kernels (SDPA picks flash or memory-efficient attention
     for each), so they agree to bf16's precision, not bit for bit: 0.03 relative and absolute on hidden
     states of order 1 (bf16 keeps 8 bits of mantissa, ~0.4%; three layers and two attention kernels)."""
     reference, model, _ = _reference_and_lean(ARCHITECTURES[architecture])
     reference, model = reference.to("cuda", torch.bfloat16), model.to("cuda", torch.bfloat16)
-    lean = LeanDecoder(model)
+    lean = decoder_of(model)
     ours, theirs = preallocated_cache(reference.config, 40), preallocated_cache(reference.config, 40)
 
     def both(ids):
@@ -128,7 +142,7 @@ def test_the_graphed_compiled_step_in_bfloat16_on_cuda_is_as_close_to_float32_as
     truth, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
     half = copy.deepcopy(truth).to("cuda", torch.bfloat16)
     truth, model = truth.to("cuda"), model.to("cuda", torch.bfloat16)
-    lean = LeanDecoder(model)
+    lean = decoder_of(model)
     caches = [preallocated_cache(truth.config, 40) for _ in range(3)]
     ours, theirs, exact = caches
     prompt = torch.randint(0, 300, (1, 11), device="cuda")
@@ -156,31 +170,82 @@ def test_the_graphed_compiled_step_in_bfloat16_on_cuda_is_as_close_to_float32_as
 
 
 @torch.inference_mode()
-def test_fusing_adds_no_memory_and_leaves_the_model_working():
-    reference, model, _ = _reference_and_lean(ARCHITECTURES["llama-gqa"])
+def test_a_decoder_made_from_a_built_model_shares_its_weights_and_leaves_it_working():
+    reference, model, lean = _reference_and_lean(ARCHITECTURES["llama-gqa"])
     storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()}
     assert sum(storages.values()) == sum(p.numel() * p.element_size() for p in reference.parameters())
     attn = model.model.layers[0].self_attn
-    assert attn.q_proj.weight.untyped_storage().data_ptr() == attn.v_proj.weight.untyped_storage().data_ptr()
+    assert attn.q_proj.weight.untyped_storage().data_ptr() == lean.layers[0].qkv.untyped_storage().data_ptr()
+    assert lean.n_parameters == sum(p.numel() for p in reference.parameters())
     ids = torch.randint(0, 300, (2, 9))
     torch.testing.assert_close(model(ids).logits, reference(ids).logits, rtol=0, atol=0)
     kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
     assert torch.equal(model.generate(ids[:1], **kwargs), reference.generate(ids[:1], **kwargs))
 
 
-def test_other_architectures_keep_their_own_forward(compact):
+#: What this module does not compute, each saved as a checkpoint: what its fallback names.
+UNCOVERED = {
+    "q/k norms (Qwen3)": (lambda: Qwen3ForCausalLM(Qwen3Config(**SMALL)), "architecture Qwen3ForCausalLM"),
+    "sliding layers": (lambda: LlamaForCausalLM(LlamaConfig(**SMALL, layer_types=["sliding_attention"] * 3,
+                                                            sliding_window=16)),
+                       "sliding-window attention"),
+    "YaRN": (lambda: LlamaForCausalLM(LlamaConfig(**SMALL, rope_parameters={
+        "rope_type": "yarn", "rope_theta": 10_000.0, "factor": 4.0, "original_max_position_embeddings": 64})),
+             "RoPE scaling 'yarn'"),
+    "a v bias alone": (lambda: _with_v_bias(LlamaForCausalLM(LlamaConfig(**SMALL))), "biases on some of"),
+    "gelu": (lambda: LlamaForCausalLM(LlamaConfig(**SMALL, hidden_act="gelu")), "activation gelu"),
+}
+
+
+def _with_v_bias(model):
+    model.model.layers[1].self_attn.v_proj.bias = torch.nn.Parameter(torch.zeros(32))
+    return model
+
+
+@pytest.mark.parametrize("case", sorted(UNCOVERED))
+@torch.inference_mode()
+def test_what_our_decoder_does_not_compute_runs_on_transformers_and_says_so(case, tmp_path, caplog):
+    make, named = UNCOVERED[case]
     torch.manual_seed(0)
-    qk_norms = Qwen3ForCausalLM(Qwen3Config(**SMALL)).eval()  # q/k norms: not what LeanDecoder computes
-    assert not LeanDecoder.supports(qk_norms)
-    with pytest.raises(ValueError, match="not a plain Llama-style decoder"):
-        LeanDecoder(qk_norms)
-    mixed_bias = LlamaForCausalLM(LlamaConfig(**SMALL))
-    mixed_bias.model.layers[1].self_attn.v_proj.bias = torch.nn.Parameter(torch.zeros(32))
-    assert not LeanDecoder.supports(mixed_bias)  # q/k/v could not share one fused bias
-    sliding = LlamaForCausalLM(LlamaConfig(**SMALL))
-    sliding.config.layer_types = ["sliding_attention"] * 3
-    assert not LeanDecoder.supports(sliding)
-    assert compact.decoder is not None and compact.info["lean_decoder"] is True
+    model = make().eval()
+    model.save_pretrained(tmp_path)
+    with caplog.at_level("WARNING", logger="carbon_app"):
+        loaded = load_decoder(tmp_path, torch.device("cpu"), torch.float32)
+    assert isinstance(loaded, TransformersDecoder) and named in loaded.reason and not loaded.static
+    assert f"runs on transformers' forward, not Carbon Studio's decoder, which does not compute {named}" in caplog.text
+    assert named in loaded.name  # /models and the Models tab show it
+    ids = torch.randint(0, 300, (1, 7))
+    torch.testing.assert_close(loaded(ids), model.model(input_ids=ids).last_hidden_state, rtol=0, atol=0)
+
+
+def test_every_carbon_shape_runs_on_our_decoder_and_its_logits_are_transformers(demo, carbon, compact):
+    """The bundled models, the released 155,776-id layout and every Carbon shape (500M, 3B, 8B, built
+    without memory; the narrow 3B heads and the small shape computed): none falls back, and the k-mer
+    logits are `transformers`' to float32 precision. A Carbon shape on the fallback fails here."""
+    from tests.synthetic import SHAPES, random_model
+
+    bundles = [demo, ModelManager(device="cpu").get("carbon-demo-draft"), carbon, compact]
+    for bundle in bundles:
+        assert isinstance(bundle.decoder, Decoder) and bundle.describe()["forward"] == "Carbon's own decoder"
+    for shape in sorted(SHAPES):  # shapes only: no memory, no arithmetic
+        assert isinstance(decoder_of(random_model(shape, 155_776, device="meta")), Decoder), shape
+    built = [(random_model(shape, 4_200, seed=3), shape) for shape in ("small", "3B-narrow", "tiny")]
+    with torch.inference_mode():
+        for bundle in bundles:
+            reference = transformers_model(bundle.path, bundle.device, bundle.dtype)
+            _assert_same_kmer_logits(bundle.decoder, reference, bundle.tokenizer.kmer_start_id, bundle.k)
+        for model, shape in built:
+            reference = copy.deepcopy(model)
+            lean = decoder_of(model)
+            assert isinstance(lean, Decoder), shape
+            _assert_same_kmer_logits(lean, reference, 4_200 - 4_096, 6)
+
+
+def _assert_same_kmer_logits(lean, reference, kmer_start: int, k: int) -> None:
+    ids = kmer_start + torch.randint(0, 4 ** k, (2, 40), generator=torch.Generator().manual_seed(1))
+    ours = lean(ids) @ lean.output[kmer_start : kmer_start + 4 ** k].T
+    theirs = reference(ids).logits[..., kmer_start : kmer_start + 4 ** k]
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("options", [
@@ -188,8 +253,9 @@ def test_other_architectures_keep_their_own_forward(compact):
     dict(temperature=0.9, top_k=50, seed=11, samples=3),
     dict(temperature=0.0, mode="token"),
 ])
-def test_generation_is_the_same_with_the_lean_and_the_transformers_forward(compact, options):
-    plain = dataclasses.replace(compact, decoder=None)
+def test_generation_is_the_same_with_our_and_the_transformers_forward(compact, options):
+    plain = dataclasses.replace(compact, decoder=TransformersDecoder(
+        transformers_model(compact.path, compact.device, compact.dtype)))
     mask = "ACGTRYSWKMBDHVN" * 6 + "NN"
     kwargs = dict(prompt="ACGTTGCAACGTAGCTAGGCTA", n_bases=len(mask), mask=mask, **options)
     assert generate(compact, **kwargs).sequences == generate(plain, **kwargs).sequences

@@ -48,16 +48,17 @@ def test_a_design_that_fits_a_tight_budget_gets_its_checks_too(tmp_path):
     assert tight.manager.loads == 1 and tight.running == 0
 
 
-def _fail_with(error: BaseException):
-    """A forward pre-hook (on the token embedding, which every forward runs) that raises `error` once."""
+def _fail_with(error: BaseException, forward):
+    """`forward` (a decoder's, which every forward pass runs) that raises `error` once, then runs."""
     state = {"armed": True}
 
-    def hook(module, args):
+    def failing(*args, **kwargs):
         if state["armed"]:
             state["armed"] = False
             raise error
+        return forward(*args, **kwargs)
 
-    return hook
+    return failing
 
 
 @pytest.mark.parametrize("error, device_word", [
@@ -76,12 +77,12 @@ def test_running_out_of_memory_mid_request_is_a_message_and_the_model_keeps_work
         "scan": lambda: [row[3] for row in service.scan("carbon-demo", HBB_LIKE, 10, 20, window=90)[0].rows()],
     }[request_kind]
     before = run()
-    handle = bundle.model.model.embed_tokens.register_forward_pre_hook(_fail_with(error))
+    bundle.decoder.forward = _fail_with(error, bundle.decoder.forward)
     try:
         with pytest.raises(ModelError, match=f"the {device_word} ran out of memory during this .*still work"):
             run()
     finally:
-        handle.remove()
+        del bundle.decoder.forward  # the class's own again
     assert service.running == 0
     assert run() == before and service.manager.loads == 1
 

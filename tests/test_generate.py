@@ -12,6 +12,7 @@ from carbon_app.core.dna import IUPAC, satisfies
 from carbon_app.errors import InputError
 from carbon_app.inference.generate import generate
 from carbon_app.inference.marginals import log_marginals
+from carbon_app.model.decoder import transformers_model
 
 
 @given(prompt=st.text("ACGT", max_size=20), template=st.text(list(IUPAC) + [c.lower() for c in IUPAC], min_size=1,
@@ -154,8 +155,9 @@ def test_stock_generate_with_the_dna_processor_matches_the_engine(compact, mode)
     processor = DnaLogitsProcessor(compact.tokenizer.kmer_start_id, compact.tokenizer.n_kmers,
                                    SamplingParams(mode=mode, temperature=0), len(ours.prompt_ids), allowed)
     ids = torch.tensor([ours.prompt_ids])
-    stock = compact.model.generate(ids, max_new_tokens=4, do_sample=False, logits_processor=[processor],
-                                   pad_token_id=0, eos_token_id=None)
+    reference = transformers_model(compact.path, compact.device, compact.dtype)
+    stock = reference.generate(ids, max_new_tokens=4, do_sample=False, logits_processor=[processor],
+                               pad_token_id=0, eos_token_id=None)
     assert compact.tokenizer.decode(stock[0, ids.shape[1]:].tolist()) == ours.sequences[0]
 
 

@@ -21,6 +21,7 @@ from carbon_app.inference.generate import generate
 from carbon_app.inference.sampling import DnaLogitsProcessor, SamplingParams
 from carbon_app.inference.score import score_sequence
 from carbon_app.model.bundle import load_bundle
+from carbon_app.model.decoder import transformers_model
 from carbon_app.model.manager import ModelManager
 
 pytestmark = pytest.mark.gpu
@@ -93,8 +94,9 @@ def test_greedy_equals_stock_generate_restricted_to_dna_on_the_gpu(on_gpu_fp32):
     ids = torch.tensor([bundle.tokenizer.encode(dna_prompt("", prompt))], device="cuda")
     dna_only = DnaLogitsProcessor(bundle.tokenizer.kmer_start_id, bundle.tokenizer.n_kmers,
                                   SamplingParams(mode="token", temperature=0), ids.shape[1])
-    stock = bundle.model.generate(ids, logits_processor=[dna_only], max_new_tokens=tokens, min_new_tokens=tokens,
-                                  do_sample=False, pad_token_id=0, eos_token_id=None)
+    reference = transformers_model(bundle.path, bundle.device, bundle.dtype)
+    stock = reference.generate(ids, logits_processor=[dna_only], max_new_tokens=tokens, min_new_tokens=tokens,
+                               do_sample=False, pad_token_id=0, eos_token_id=None)
     ours = generate(bundle, prompt, tokens * 6, mode="token", temperature=0)
     assert ours.sequences[0] == bundle.tokenizer.decode(stock[0, ids.shape[1]:].tolist())
 

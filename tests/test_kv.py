@@ -10,11 +10,11 @@ from carbon_app.model.kv import preallocated_cache
 
 
 def test_same_hidden_states_through_prefill_steps_growth_crop_and_batch_repeat(compact):
-    config, start = compact.model.config, compact.tokenizer.kmer_start_id
+    config, start = compact.decoder.config, compact.tokenizer.kmer_start_id
     generator = torch.Generator().manual_seed(0)
     prompt = start + torch.randint(0, 4096, (1, 9), generator=generator)
     steps = start + torch.randint(0, 4096, (3, 12), generator=generator)
-    caches = [DynamicCache(config=config), preallocated_cache(config, capacity=12)]  # too small: must grow
+    caches = [DynamicCache(), preallocated_cache(config, capacity=12)]  # too small: must grow
     outputs = [[] for _ in caches]
     with torch.inference_mode():
         for cache, out in zip(caches, outputs, strict=True):

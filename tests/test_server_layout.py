@@ -43,7 +43,7 @@ def test_a_released_layout_server_is_read_right_refuses_inexact_scores_and_keeps
     kmers = engine.tokenizer.n_kmers
     # serve.sh's cap, not one more: vLLM adds a prompt's own token to its top ids where it is not among them
     dna_ids = json.loads((layout_model_dir / "dna_config.json").read_text())["dna_vocab_size"]
-    assert served.served.vocab_returned == dna_ids + 256 < engine.model.config.vocab_size
+    assert served.served.vocab_returned == dna_ids + 256 < engine.decoder.config.vocab_size
 
     sequence = random_dna(600, seed=4)
     variant = f"300:{sequence[299]}>{'A' if sequence[299] != 'A' else 'C'}"

@@ -147,7 +147,7 @@ def _prefill(bundle: ModelBundle, prompt_ids: list[int], n_steps: int, samples: 
     """(KV cache with room for `n_steps` more tokens, the hidden state that predicts the first) after one
     prefill of the shared prompt, repeated for the samples."""
     ids = torch.tensor([prompt_ids], device=bundle.device)
-    cache = preallocated_cache(bundle.model.config, len(prompt_ids) + n_steps)
+    cache = preallocated_cache(bundle.decoder.config, len(prompt_ids) + n_steps)
     hidden = bundle.hidden_states(ids, cache)[:, -1]
     if samples > 1:
         cache.batch_repeat_interleave(samples)

@@ -286,7 +286,7 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     share that token index (windows are centred on their variants, so most share one of two).
     With the spec's `delta_radius`, only the bases within it count, and only the tokens that hold them are re-read.
     """
-    k, config = bundle.k, bundle.model.config
+    k, config = bundle.k, bundle.decoder.config
     kmer_start = bundle.tokenizer.kmer_start_id
     prefix, method, delta_radius = spec.prefix, spec.method, spec.delta_radius
     texts = [dna_prompt(prefix, seq[lo:hi], k) for lo, hi, _ in windows]

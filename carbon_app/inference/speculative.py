@@ -195,8 +195,8 @@ def speculative_decode_kmers(
     # Caches hold everything but the newest token ("pending"), which the next round feeds first.
     ids = torch.tensor([prompt_ids], device=device)
     capacity = len(prompt_ids) + n_steps + MAX_DRAFT  # a verify pass writes up to MAX_DRAFT + 1, then crops
-    t_cache = preallocated_cache(target.model.config, capacity)
-    d_cache = preallocated_cache(draft.model.config, capacity)
+    t_cache = preallocated_cache(target.decoder.config, capacity)
+    d_cache = preallocated_cache(draft.decoder.config, capacity)
     with _timed(t_time, device):
         if ids.shape[1] > 1:
             target.hidden_states(ids[:, :-1], t_cache)

@@ -1,9 +1,9 @@
 """A loaded model with what the engine needs beside it: codec, tags, the k-mer head, its card and memory.
 
-Loading reads everything from the model's own files (`dna_config.json`,
-`tag_scheme.json`, the tokenizer), runs stock `transformers` classes and never
-remote code unless asked, and picks the lean forward where the architecture
-is one it computes.
+Loading reads everything from the model's own files (`dna_config.json`, `tag_scheme.json`, the
+tokenizer, `config.json` and the safetensors weights) into Carbon Studio's own decoder
+(`decoder.load_decoder`); a checkpoint it does not compute runs on `transformers`' forward, never on
+remote code unless asked.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
 from .backend import Capabilities
 from .card import ModelCard
-from .decoder import LeanDecoder, attention_kernels
+from .decoder import Decoder, DecoderConfig, TransformersDecoder, attention_kernels, load_decoder
 from .hub import draft_for, resolve_model_dir
 from .memory import WorkingMemory
 
@@ -50,7 +50,7 @@ class ModelBundle(Context):
 
     name: str
     path: Path
-    model: torch.nn.Module
+    decoder: Decoder | TransformersDecoder  # the forward pass: Carbon Studio's own, or transformers' fallback
     tokenizer: CarbonTokenizer
     tags: TagScheme
     device: torch.device
@@ -62,7 +62,6 @@ class ModelBundle(Context):
     memory: WorkingMemory  # what a request needs beside the weights, and the budget it must fit
     draft: str | None = None
     info: dict = field(default_factory=dict)
-    decoder: LeanDecoder | None = None  # the lean forward, where the architecture is one it computes
     graph_pools: OrderedDict = field(default_factory=OrderedDict)  # graphs.GraphPool kept between runs
 
     @property
@@ -79,10 +78,7 @@ class ModelBundle(Context):
     def hidden_states(self, input_ids: torch.Tensor, cache=None):
         """Final-norm hidden states of the decoder (no output projection)."""
         with attention_kernels():
-            if self.decoder is not None:
-                return self.decoder(input_ids, cache)
-            out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
-            return out.last_hidden_state
+            return self.decoder(input_ids, cache)
 
     @property
     def pass_tokens(self) -> int:
@@ -143,7 +139,8 @@ class ModelBundle(Context):
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
             "head_dtype": str(self.dna_head.dtype).replace("torch.", ""),
-            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "parameters": self.decoder.n_parameters,
+            "forward": self.decoder.name,
             "memory_bytes": self.n_bytes,
             "context_tokens": self.max_tokens,
             "context_bases": self.max_bases,
@@ -228,22 +225,11 @@ def load_bundle(
     trust_remote_code: bool = False,
 ) -> ModelBundle:
     """Load model `name` (see module docstring) for inference."""
-    from transformers import AutoModelForCausalLM
-
     path = resolve_model_dir(name)
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     tokenizer, tags, _ = load_codec(path, trust_remote_code)
-    try:
-        # on a GPU the weights go straight from the file to the device (accelerate's device_map), never
-        # through a full copy in host memory
-        placement = {"device_map": device} if device.type == "cuda" else {}
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path), dtype=dtype, local_files_only=True, trust_remote_code=trust_remote_code, **placement
-        )
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        raise ModelError(f"the weights in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
-    return make_bundle(name, path, model.to(device).eval(), tokenizer, tags, fp32_head)
+    return make_bundle(name, path, load_decoder(path, device, dtype, trust_remote_code), tokenizer, tags, fp32_head)
 
 
 def load_codec(path: Path, trust_remote_code: bool = False):
@@ -270,32 +256,27 @@ def load_codec(path: Path, trust_remote_code: bool = False):
 def make_bundle(
     name: str,
     path: Path,
-    model: torch.nn.Module,
+    decoder: Decoder | TransformersDecoder,
     tokenizer: CarbonTokenizer,
     tags: TagScheme,
     fp32_head: bool = True,
 ) -> ModelBundle:
-    """Wrap a loaded causal LM (already on its device) for the engine.
-
-    Where `LeanDecoder` computes the architecture, the model's q/k/v and gate/up
-    weights are fused in place for it; the model itself keeps working as before
-    (and `dataclasses.replace(bundle, decoder=None)` runs the engine on it).
-    """
-    config = model.config
-    weight = model.get_output_embeddings().weight.detach()
+    """Wrap a loaded decoder (already on its device) for the engine: the k-mer rows of its output
+    projection (upcast to fp32 where asked) beside it, its card and its working memory."""
+    config = decoder.config
+    weight = decoder.output
     kmer_start = tokenizer.kmer_start_id
     head = weight[kmer_start : kmer_start + tokenizer.n_kmers]
     if head.shape[0] != tokenizer.n_kmers:
         raise ModelError(f"the output projection of '{name}' is too small for its DNA config")
     upcast = fp32_head and head.dtype != torch.float32
     head = head.float().clone() if upcast else head
-    lean = LeanDecoder.supports(model)
-    n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
-    n_bytes += head.numel() * head.element_size() if upcast else 0
+    n_bytes = decoder.n_bytes + (head.numel() * head.element_size() if upcast else 0)
+    architecture = config.architecture if isinstance(config, DecoderConfig) else (config.architectures or ["?"])[0]
     return ModelBundle(
         name=name,
         path=path,
-        model=model,
+        decoder=decoder,
         tokenizer=tokenizer,
         tags=tags,
         device=weight.device,
@@ -306,8 +287,5 @@ def make_bundle(
         card=ModelCard(path),
         memory=WorkingMemory(config, weight.dtype, tokenizer.n_kmers),
         draft=draft_for(name, path),
-        info={"architecture": (config.architectures or [type(model).__name__])[0], "lean_decoder": lean},
-        decoder=LeanDecoder(model) if lean else None,
+        info={"architecture": architecture},
     )
-
-

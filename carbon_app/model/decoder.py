@@ -1,28 +1,37 @@
-"""A lean forward pass for Llama-style decoders (the Carbon architecture).
+"""Carbon's decoder, our own: the Llama-style forward pass the engine runs, with its weights by name.
 
-`transformers`' Llama forward is general: it builds attention masks, checks
-its cache, dispatches its attention through a registry and calls seven
-separate projections per layer. At batch 1 a decode step is a few matrix-vector
-products per layer, so on a CPU that machinery costs about a fifth of the step
-and on a GPU it is launch overhead. Here, as in gpt-fast, one layer is a dozen
-tensor operations, and the q/k/v and gate/up projections are each one product
-over fused weights.
+Carbon is a stock `LlamaForCausalLM`. `transformers`' forward for it is general: it builds attention
+masks, checks its cache, dispatches attention through a registry and calls seven projections per layer.
+At batch 1 a decode step is a few matrix-vector products per layer, so on a CPU that machinery costs
+about a fifth of the step and on a GPU it is launch overhead. Here, as in gpt-fast's `model.py`, one
+layer is a dozen tensor operations, and the q/k/v and gate/up projections are each one product over
+fused weights.
 
-The fused weights are the model's own: each layer's q, k and v weights (and
-gate and up) are copied once into one tensor and the original modules are
-pointed at row slices of it, so the model keeps working unchanged (the
-`transformers` forward, `generate`, the benchmark's stock contender) and no
-memory is added. Models this module does not recognise (other norms, q/k
-norms, non-SiLU MLPs, tensor-parallel slices) keep the `transformers` forward:
-`LeanDecoder.supports` says which.
+`load_decoder` reads a checkpoint's `config.json` (`DecoderConfig`) and safetensors straight into
+`LayerWeights` by name: no `transformers` class is built, and nothing here depends on its internals.
+What this module does not compute (other architectures, q/k norms, sliding windows, other activations or
+RoPE scalings, weights it does not know) is refused with the reason (`NotCovered`); the model then runs on
+`transformers`' own forward (`TransformersDecoder`), which the loader logs as a warning and `/models` and
+the Models tab show. `transformers` stays the reference the tests hold this module to.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from ..errors import ModelError
+
+log = logging.getLogger("carbon_app")
 
 #: The attention kernels the engine lets PyTorch choose from. cuDNN's, PyTorch's first choice on an
 #: H100, builds an execution plan for every new shape (about 45 ms there, measured), and the keys of a
@@ -36,19 +45,147 @@ def attention_kernels():
     return sdpa_kernel(ATTENTION_BACKENDS)
 
 
-def _fuse(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One weight (and bias) for `linears`, with each module re-pointed at its rows of it."""
-    weight = torch.cat([m.weight.detach() for m in linears])
-    has_bias = linears[0].bias is not None
-    bias = torch.cat([m.bias.detach() for m in linears]) if has_bias else None
-    start = 0
-    for m in linears:
-        rows = m.weight.shape[0]
-        m.weight = nn.Parameter(weight[start : start + rows], requires_grad=False)
-        if has_bias:
-            m.bias = nn.Parameter(bias[start : start + rows], requires_grad=False)
-        start += rows
-    return weight, bias
+class NotCovered(Exception):  # noqa: N818 - what the checkpoint is, as the loader reads it
+    """A checkpoint this module does not compute; the message says what in it."""
+
+
+# -- the config ---------------------------------------------------------------------------------------
+
+ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")  # one decoder: Qwen2 is Llama with q/k/v biases
+
+
+@dataclass(frozen=True)
+class Rope:
+    """Rotary position embedding: its base and the scalings this module computes ("default", "linear",
+    "llama3", each as `transformers` defines it)."""
+
+    theta: float
+    kind: str = "default"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_positions: int = 8192
+
+    def inv_freq(self, head_dim: int) -> torch.Tensor:
+        """[head_dim / 2] float32 inverse frequencies."""
+        inv = 1.0 / (self.theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        if self.kind == "linear":
+            return inv / self.factor
+        if self.kind == "llama3":
+            low_wavelen = self.original_max_positions / self.low_freq_factor
+            high_wavelen = self.original_max_positions / self.high_freq_factor
+            wavelen = 2 * math.pi / inv
+            scaled = torch.where(wavelen > low_wavelen, inv / self.factor, inv)
+            smooth = (self.original_max_positions / wavelen - self.low_freq_factor) / (
+                self.high_freq_factor - self.low_freq_factor)
+            smoothed = (1 - smooth) * scaled / self.factor + smooth * scaled
+            medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+            return torch.where(medium, smoothed, scaled)
+        return inv
+
+    @classmethod
+    def from_config(cls, raw: dict) -> Rope:
+        """The RoPE of a `config.json`, as `transformers` 5 (`rope_parameters`) or 4 (`rope_theta`,
+        `rope_scaling`) writes it."""
+        params = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+        theta = params.get("rope_theta", raw.get("rope_theta", 10_000.0))
+        kind = params.get("rope_type", params.get("type", "default"))
+        if kind not in ("default", "linear", "llama3"):
+            raise NotCovered(f"RoPE scaling '{kind}'")
+        if params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0)) != 1.0:
+            raise NotCovered("a partial rotary embedding")
+        if kind == "default":
+            return cls(float(theta))
+        extra = {"low_freq_factor": params.get("low_freq_factor"), "high_freq_factor": params.get("high_freq_factor"),
+                 "original_max_positions": params.get("original_max_position_embeddings")}
+        return cls(float(theta), kind, float(params["factor"]), **{k: v for k, v in extra.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """What the forward pass needs of a checkpoint's `config.json` (under its names there)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    rope: Rope
+    architecture: str = "LlamaForCausalLM"
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> DecoderConfig:
+        """The config of a checkpoint this module computes, else `NotCovered` naming what it is."""
+        architecture = (raw.get("architectures") or ["?"])[0]
+        if architecture not in ARCHITECTURES:
+            raise NotCovered(f"architecture {architecture}")
+        if raw.get("hidden_act", "silu") != "silu":
+            raise NotCovered(f"activation {raw.get('hidden_act')}")
+        if (raw.get("pretraining_tp") or 1) != 1:
+            raise NotCovered("tensor-parallel slices (pretraining_tp)")
+        if raw.get("use_sliding_window") or (raw.get("sliding_window") and architecture != "Qwen2ForCausalLM"):
+            raise NotCovered("sliding-window attention")
+        if set(raw.get("layer_types") or ["full_attention"]) != {"full_attention"}:
+            raise NotCovered(f"layer types {sorted(set(raw['layer_types']))}")
+        heads = int(raw["num_attention_heads"])
+        return cls(vocab_size=int(raw["vocab_size"]), hidden_size=int(raw["hidden_size"]),
+                   intermediate_size=int(raw["intermediate_size"]), num_hidden_layers=int(raw["num_hidden_layers"]),
+                   num_attention_heads=heads, num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
+                   head_dim=int(raw.get("head_dim") or int(raw["hidden_size"]) // heads),
+                   rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+                   max_position_embeddings=int(raw["max_position_embeddings"]),
+                   tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)), rope=Rope.from_config(raw),
+                   architecture=architecture)
+
+
+# -- the weights, by name ---------------------------------------------------------------------------
+
+
+class LayerWeights(NamedTuple):
+    """One layer's weights ([out, in] as `F.linear` takes them), q/k/v and gate/up each fused into one.
+    A named tuple: the compiled layer takes it as tensors, so one compiled version serves every layer."""
+
+    input_norm: torch.Tensor
+    qkv: torch.Tensor
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor
+    o_bias: torch.Tensor | None
+    post_norm: torch.Tensor
+    gate_up: torch.Tensor
+    gate_up_bias: torch.Tensor | None
+    down: torch.Tensor
+    down_bias: torch.Tensor | None
+
+
+class LayerShape(NamedTuple):
+    """The numbers a layer's forward reads beside its weights (the same for every layer of a model)."""
+
+    q_size: int
+    kv_size: int
+    head_dim: int
+    eps: float
+
+
+#: A checkpoint's tensor names (as `transformers` saves a Llama) for each weight of `LayerWeights`, fused
+#: in order where several: the only place the checkpoint's naming is known.
+LAYER_NAMES = {
+    "input_norm": ("input_layernorm.weight",),
+    "qkv": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+    "qkv_bias": ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"),
+    "o": ("self_attn.o_proj.weight",),
+    "o_bias": ("self_attn.o_proj.bias",),
+    "post_norm": ("post_attention_layernorm.weight",),
+    "gate_up": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+    "gate_up_bias": ("mlp.gate_proj.bias", "mlp.up_proj.bias"),
+    "down": ("mlp.down_proj.weight",),
+    "down_bias": ("mlp.down_proj.bias",),
+}
+_IGNORED = ("rotary_emb.inv_freq",)  # kept by some older checkpoints; recomputed here from the config
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -66,27 +203,23 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 # A layer is these two parts with the cache write and attention between them. They take tensors and
 # numbers only, so one compiled version (`compiled_static_layer`) serves every layer of every model.
 
-def _attention_inputs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                      qkv_weight: torch.Tensor, qkv_bias: torch.Tensor | None, q_size: int, kv_size: int,
-                      head_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _attention_inputs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layer: LayerWeights,
+                      shape: LayerShape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The new tokens' rotated queries and keys and their values, each [batch, heads, new, head_dim]."""
     batch, new = x.shape[:2]
-    qkv = F.linear(_rms_norm(x, norm_weight, eps), qkv_weight, qkv_bias)
-    q, k, v = qkv.split((q_size, kv_size, kv_size), dim=-1)
-    q = _rotate(q.view(batch, new, -1, head_dim).transpose(1, 2), cos, sin)
-    k = _rotate(k.view(batch, new, -1, head_dim).transpose(1, 2), cos, sin)
-    return q, k, v.view(batch, new, -1, head_dim).transpose(1, 2)
+    qkv = F.linear(_rms_norm(x, layer.input_norm, shape.eps), layer.qkv, layer.qkv_bias)
+    q, k, v = qkv.split((shape.q_size, shape.kv_size, shape.kv_size), dim=-1)
+    q = _rotate(q.view(batch, new, -1, shape.head_dim).transpose(1, 2), cos, sin)
+    k = _rotate(k.view(batch, new, -1, shape.head_dim).transpose(1, 2), cos, sin)
+    return q, k, v.view(batch, new, -1, shape.head_dim).transpose(1, 2)
 
 
-def _layer_output(x: torch.Tensor, attn: torch.Tensor, o_weight: torch.Tensor, o_bias: torch.Tensor | None,
-                  norm_weight: torch.Tensor, eps: float, gate_up_weight: torch.Tensor,
-                  gate_up_bias: torch.Tensor | None, down_weight: torch.Tensor,
-                  down_bias: torch.Tensor | None) -> torch.Tensor:
+def _layer_output(x: torch.Tensor, attn: torch.Tensor, layer: LayerWeights, shape: LayerShape) -> torch.Tensor:
     """The residual stream after the attention output [batch, heads, new, head_dim] and the MLP."""
     batch, new = x.shape[:2]
-    x = x + F.linear(attn.transpose(1, 2).reshape(batch, new, -1), o_weight, o_bias)
-    gate, up = F.linear(_rms_norm(x, norm_weight, eps), gate_up_weight, gate_up_bias).chunk(2, -1)
-    return x + F.linear(F.silu(gate) * up, down_weight, down_bias)
+    x = x + F.linear(attn.transpose(1, 2).reshape(batch, new, -1), layer.o, layer.o_bias)
+    gate, up = F.linear(_rms_norm(x, layer.post_norm, shape.eps), layer.gate_up, layer.gate_up_bias).chunk(2, -1)
+    return x + F.linear(F.silu(gate) * up, layer.down, layer.down_bias)
 
 
 def _masked_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
@@ -134,13 +267,13 @@ def static_attention(rows: int):
 
 def _static_layer(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
                   mask: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: torch.Tensor,
-                  attention_inputs: tuple, output: tuple, attention=_masked_attention) -> torch.Tensor:
+                  layer: LayerWeights, shape: LayerShape, attention=_masked_attention) -> torch.Tensor:
     """One layer over fixed key and value buffers: the new tokens' keys and values written at
     `positions` [new], then `attention` under `mask` [new, capacity] and the MLP."""
-    q, k, v = _attention_inputs(x, cos, sin, *attention_inputs)
+    q, k, v = _attention_inputs(x, cos, sin, layer, shape)
     keys.index_copy_(2, positions, k)
     values.index_copy_(2, positions, v)
-    return _layer_output(x, attention(q, keys, values, mask, scale), *output)
+    return _layer_output(x, attention(q, keys, values, mask, scale), layer, shape)
 
 
 _compiled_static_layer = None
@@ -160,73 +293,82 @@ def compiled_static_layer():
     return _compiled_static_layer
 
 
-class _Layer:
-    def __init__(self, layer: nn.Module):
-        attn, mlp = layer.self_attn, layer.mlp
-        input_norm, post_norm = layer.input_layernorm, layer.post_attention_layernorm
-        qkv_weight, qkv_bias = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
-        gate_up_weight, gate_up_bias = _fuse([mlp.gate_proj, mlp.up_proj])
-        self.scaling = attn.scaling
-        self.scale = torch.tensor(attn.scaling, dtype=torch.float32, device=qkv_weight.device)
-        self.attention_inputs = (input_norm.weight, input_norm.variance_epsilon, qkv_weight, qkv_bias,
-                                 attn.q_proj.weight.shape[0], attn.k_proj.weight.shape[0], attn.head_dim)
-        self.output = (attn.o_proj.weight, attn.o_proj.bias, post_norm.weight, post_norm.variance_epsilon,
-                       gate_up_weight, gate_up_bias, mlp.down_proj.weight, mlp.down_proj.bias)
 
 
-class LeanDecoder:
-    """The decoder stack of a Llama-style causal LM, run without `transformers`' forward.
+class Decoder:
+    """Carbon's decoder stack with its weights by name: embedding, layers, final norm and the output
+    projection (the embedding itself where the checkpoint ties them).
 
-    Call it like the model's `.model(input_ids, past_key_values=cache)`: it
-    returns the final-norm hidden states [batch, tokens, hidden] and writes the
-    new keys and values through `cache.update` (any `transformers` Cache,
-    including the engine's preallocated one).
-    All rows of a batch share their positions, as everywhere in this engine.
+    Call it with ids [batch, new] and a cache (`kv.preallocated_cache`, or any `transformers` Cache: it
+    writes through `cache.update`) for the final-norm hidden states [batch, new, hidden]. All rows of a
+    batch share their positions, as everywhere in this engine.
     """
 
-    def __init__(self, model: nn.Module):
-        if not self.supports(model):
-            raise ValueError(f"{type(model).__name__} is not a plain Llama-style decoder")
-        base = model.model
-        self.embed, self.final_norm, self.rotary = base.embed_tokens, base.norm, base.rotary_emb
-        self.layers = [_Layer(layer) for layer in base.layers]
+    static = True  # it runs the shape-static step CUDA graphs replay (`static_forward`)
+    name = "Carbon's own decoder"
 
-    @staticmethod
-    def supports(model: nn.Module) -> bool:
-        """Whether `model` is exactly what `LeanDecoder` computes (else keep its own forward)."""
-        config, base = model.config, getattr(model, "model", None)
-        layers = getattr(base, "layers", None)
-        if layers is None or not hasattr(base, "rotary_emb") or not hasattr(base, "embed_tokens"):
-            return False
-        if getattr(config, "hidden_act", None) != "silu" or getattr(config, "pretraining_tp", 1) != 1:
-            return False
-        if getattr(config, "sliding_window", None) or getattr(config, "use_sliding_window", False):
-            return False
-        if set(getattr(config, "layer_types", None) or ["full_attention"]) != {"full_attention"}:
-            return False
-        norms = [base.norm] + [n for layer in layers for n in (layer.input_layernorm, layer.post_attention_layernorm)]
-        if any(type(n).__name__ not in ("LlamaRMSNorm", "Qwen2RMSNorm", "MistralRMSNorm") for n in norms):
-            return False
-        for layer in layers:
-            attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
-            parts = [getattr(attn, p, None) for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
-            parts += [getattr(mlp, p, None) for p in ("gate_proj", "up_proj", "down_proj")]
-            if not all(isinstance(p, nn.Linear) for p in parts):
-                return False
-            if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
-                return False
-            if not hasattr(attn, "scaling") or not hasattr(attn, "head_dim"):
-                return False
-            fused_groups = (parts[0:3], parts[4:6])  # q/k/v and gate/up: each fused with one bias or none
-            if any(len({p.bias is None for p in group}) > 1 for group in fused_groups):
-                return False
-        return True
+    def __init__(self, config: DecoderConfig, embed: torch.Tensor, layers: list[LayerWeights], norm: torch.Tensor,
+                 output: torch.Tensor):
+        self.config, self.embed, self.layers, self.norm, self.output = config, embed, layers, norm, output
+        self.shape = LayerShape(config.num_attention_heads * config.head_dim,
+                                config.num_key_value_heads * config.head_dim, config.head_dim, config.rms_norm_eps)
+        self.scaling = config.head_dim ** -0.5
+        self.scale = torch.tensor(self.scaling, dtype=torch.float32, device=embed.device)
+        self.inv_freq = config.rope.inv_freq(config.head_dim).to(embed.device)
+
+    @classmethod
+    def from_tensors(cls, config: DecoderConfig, tensors: Mapping[str, torch.Tensor]) -> Decoder:
+        """The decoder of `tensors` (a checkpoint's names, each tensor on its device and in its dtype),
+        fused; `NotCovered` naming a weight this module does not compute or one it lacks."""
+        known = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}
+        layers = []
+        for index in range(config.num_hidden_layers):
+            prefix = f"model.layers.{index}."
+            parts = {}
+            for field, names in LAYER_NAMES.items():
+                found = [tensors.get(prefix + name) for name in names]
+                known.update(prefix + name for name in names)
+                if all(t is None for t in found):
+                    if not field.endswith("bias"):
+                        raise NotCovered(f"no weight {prefix + names[0]}")
+                    parts[field] = None
+                elif any(t is None for t in found):
+                    raise NotCovered(f"biases on some of {', '.join(prefix + n for n in names)} only")
+                else:
+                    parts[field] = found[0] if len(found) == 1 else torch.cat(found)
+            layers.append(LayerWeights(**parts))
+        unknown = sorted(name for name in tensors if name not in known and not name.endswith(_IGNORED))
+        if unknown:
+            raise NotCovered(f"weights it does not compute ({', '.join(unknown[:3])}"
+                             f"{f' and {len(unknown) - 3} more' if len(unknown) > 3 else ''})")
+        embed = tensors["model.embed_tokens.weight"]
+        output = embed if config.tie_word_embeddings else tensors.get("lm_head.weight")
+        if output is None:
+            raise NotCovered("no output projection (lm_head.weight) and untied embeddings")
+        return cls(config, embed, layers, tensors["model.norm.weight"], output)
+
+    @property
+    def n_parameters(self) -> int:
+        tensors = [self.embed, self.norm, *(t for layer in self.layers for t in layer if t is not None)]
+        return sum(t.numel() for t in tensors) + (0 if self.output is self.embed else self.output.numel())
+
+    @property
+    def n_bytes(self) -> int:
+        tensors = [self.embed, self.norm, *(t for layer in self.layers for t in layer if t is not None)]
+        tensors += [] if self.output is self.embed else [self.output]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [1, 1, new, head_dim] of `positions` [new], computed in float32 as `transformers` does."""
+        freqs = positions.float().unsqueeze(-1) * self.inv_freq
+        angles = torch.cat((freqs, freqs), dim=-1)
+        return angles.cos().to(dtype)[None, None], angles.sin().to(dtype)[None, None]
 
     @torch.inference_mode()
     def __call__(self, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
         batch, new = input_ids.shape
         past = cache.get_seq_length() if cache is not None else 0
-        positions = torch.arange(past, past + new, device=input_ids.device).unsqueeze(0)
+        positions = torch.arange(past, past + new, device=input_ids.device)
         # One new token sees everything; a prompt with no history is plainly causal;
         # several new tokens after a history (a speculative verify) need the offset mask.
         mask, causal = None, False
@@ -239,19 +381,19 @@ class LeanDecoder:
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, store, mask: torch.Tensor | None,
                 causal: bool) -> torch.Tensor:
-        """The stack itself, for new tokens at `positions` [1, new]: `store(layer index, keys, values)`
+        """The stack itself, for new tokens at `positions` [new]: `store(layer index, keys, values)`
         keeps the new keys and values and returns all those to attend to (None: the new ones only);
         `mask` (True = attend) or `causal` says which of them each new token sees."""
-        x = self.embed(input_ids)
-        cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions))  # [1, 1, new, head_dim]
+        x = F.embedding(input_ids, self.embed)
+        cos, sin = self._rotary(positions, x.dtype)
         for index, layer in enumerate(self.layers):
-            q, k, v = _attention_inputs(x, cos, sin, *layer.attention_inputs)
+            q, k, v = _attention_inputs(x, cos, sin, layer, self.shape)
             if store is not None:
                 k, v = store(index, k, v)
-            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                                  scale=layer.scaling, enable_gqa=True)
-            x = _layer_output(x, attn, *layer.output)
-        return self._final_norm(x)
+            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scaling,
+                                                  enable_gqa=True)
+            x = _layer_output(x, attn, layer, self.shape)
+        return _rms_norm(x, self.norm, self.shape.eps)
 
     def static_forward(self, input_ids: torch.Tensor, positions: torch.Tensor, keys: list[torch.Tensor],
                        values: list[torch.Tensor], mask: torch.Tensor, compiled: bool = False) -> torch.Tensor:
@@ -260,12 +402,127 @@ class LeanDecoder:
         [new, capacity]; `compiled` runs `compiled_static_layer`."""
         layer_step = compiled_static_layer() if compiled else _static_layer
         attention = static_attention(input_ids.shape[0])
-        x = self.embed(input_ids)
-        cos, sin = (t.unsqueeze(1) for t in self.rotary(x, positions.unsqueeze(0)))
+        x = F.embedding(input_ids, self.embed)
+        cos, sin = self._rotary(positions, x.dtype)
         for layer, layer_keys, layer_values in zip(self.layers, keys, values, strict=True):
-            x = layer_step(x, cos, sin, positions, mask, layer_keys, layer_values, layer.scale,
-                           layer.attention_inputs, layer.output, attention)
-        return self._final_norm(x)
+            x = layer_step(x, cos, sin, positions, mask, layer_keys, layer_values, self.scale, layer, self.shape,
+                           attention)
+        return _rms_norm(x, self.norm, self.shape.eps)
 
-    def _final_norm(self, x: torch.Tensor) -> torch.Tensor:
-        return _rms_norm(x, self.final_norm.weight, self.final_norm.variance_epsilon)
+
+class TransformersDecoder:
+    """A checkpoint this module does not compute, run on `transformers`' own forward: the fallback, slower
+    (no fused projections, CUDA graphs or compiled step), named wherever the model is described."""
+
+    static = False
+
+    def __init__(self, model: torch.nn.Module, reason: str = ""):
+        self.model, self.reason, self.config = model, reason, model.config
+        self.name = "transformers' forward" + (f" (Carbon Studio's decoder does not compute {reason})" if reason else "")
+        self.output = model.get_output_embeddings().weight.detach()
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    @torch.inference_mode()
+    def __call__(self, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
+        out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
+        return out.last_hidden_state
+
+
+# -- loading ----------------------------------------------------------------------------------------
+
+
+def read_config(path: Path) -> dict:
+    """A checkpoint's `config.json`, as written."""
+    try:
+        return json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"the config in '{path}' cannot be read: {str(exc).splitlines()[0][:200]}") from None
+
+
+def read_weights(path: Path, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint's safetensors files, by name, read straight onto `device` in `dtype`
+    (a GPU's weights never pass through host memory whole)."""
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise ModelError(f"'{path}' holds no .safetensors weights")
+    tensors = {}
+    try:
+        for file in files:
+            with safe_open(str(file), framework="pt", device=str(device)) as handle:
+                for name in handle.keys():
+                    tensors[name] = handle.get_tensor(name).to(dtype)
+    except Exception as exc:  # safetensors raises its own error types for damaged files
+        raise ModelError(f"the weights in '{path}' cannot be read: {str(exc)[:200]}") from None
+    return tensors
+
+
+def load_decoder(path: Path, device: torch.device, dtype: torch.dtype,
+                 trust_remote_code: bool = False) -> Decoder | TransformersDecoder:
+    """The checkpoint in `path` as `Decoder`, or, where this module does not compute it, on `transformers`'
+    forward (a warning names why; so does every description of the model)."""
+    try:
+        config = DecoderConfig.from_dict(read_config(path))
+        return Decoder.from_tensors(config, read_weights(path, device, dtype))
+    except NotCovered as exc:
+        reason = str(exc)
+    log.warning("%s runs on transformers' forward, not Carbon Studio's decoder, which does not compute %s: "
+                "slower, without fused projections, CUDA graphs or a compiled step", path.name, reason)
+    return TransformersDecoder(transformers_model(path, device, dtype, trust_remote_code), reason)
+
+
+def transformers_model(path: Path, device: torch.device, dtype: torch.dtype,
+                       trust_remote_code: bool = False) -> torch.nn.Module:
+    """The checkpoint as `transformers` loads it (stock classes; remote code only when asked): the
+    reference the tests compare against, the benchmarks' stock contender, and the fallback."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        # on a GPU the weights go straight from the file to the device (accelerate's device_map)
+        placement = {"device_map": device} if device.type == "cuda" else {}
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
+                                                     trust_remote_code=trust_remote_code, **placement)
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise ModelError(f"the weights in '{path}' cannot be loaded: {str(exc).splitlines()[0][:200]}") from None
+    return model.to(device).eval()
+
+
+def decoder_of(model: torch.nn.Module) -> Decoder | TransformersDecoder:
+    """The decoder of a `transformers` model already built (a synthetic one, a benchmark's): `Decoder` over
+    the model's own weights where this module computes it, the model's q/k/v and gate/up modules re-pointed
+    at row slices of the fused tensors (no memory added, and the model keeps working: the reference and
+    stock contender beside it); else the model's own forward."""
+    try:
+        raw = model.config.to_dict()
+        raw["architectures"] = raw.get("architectures") or [type(model).__name__]  # as saving it writes
+        config = DecoderConfig.from_dict(raw)
+        tensors = {name: t.detach() for name, t in model.state_dict().items()}
+        if config.tie_word_embeddings:
+            tensors.pop("lm_head.weight", None)
+        decoder = Decoder.from_tensors(config, tensors)
+    except NotCovered as exc:
+        return TransformersDecoder(model, str(exc))
+    for base, layer in zip(model.model.layers, decoder.layers, strict=True):
+        attn, mlp = base.self_attn, base.mlp
+        _share(layer.qkv, layer.qkv_bias, [attn.q_proj, attn.k_proj, attn.v_proj])
+        _share(layer.gate_up, layer.gate_up_bias, [mlp.gate_proj, mlp.up_proj])
+    return decoder
+
+
+def _share(weight: torch.Tensor, bias: torch.Tensor | None, linears: list[torch.nn.Linear]) -> None:
+    """Point each of `linears` at its rows of the fused `weight` (and `bias`)."""
+    start = 0
+    for m in linears:
+        rows = m.weight.shape[0]
+        m.weight = torch.nn.Parameter(weight[start : start + rows], requires_grad=False)
+        if bias is not None:
+            m.bias = torch.nn.Parameter(bias[start : start + rows], requires_grad=False)
+        start += rows

@@ -10,7 +10,7 @@ mask of the positions written so far. Masked positions get exactly zero
 weight, so the step computes what the plain forward computes.
 
 `forward_over` hands out such a forward where it applies (a CUDA device, the
-lean decoder, `CARBON_CUDA_GRAPHS` not 0) and the plain forward elsewhere.
+decoder of our own, `CARBON_CUDA_GRAPHS` not 0) and the plain forward elsewhere.
 Several new tokens at once (a speculative verify) work the same way, with a
 mask per new token; each count gets its own graph. On a GPU the graphed step
 runs the decoder's compiled layer (`decoder.compiled_static_layer`;
@@ -35,7 +35,7 @@ from collections.abc import Callable
 import torch
 
 from .. import settings
-from .decoder import LeanDecoder
+from .decoder import Decoder
 from .kv import is_preallocated
 
 #: A pool is kept for later runs only up to this size (its KV buffers; a graph's own memory is small), and a
@@ -108,7 +108,7 @@ class StaticForward:
     writes where the cache now ends. The cache's layers are moved onto `pool`'s buffers (a pool of
     their own size when none is given), so the graphs read what the cache holds."""
 
-    def __init__(self, decoder: LeanDecoder, cache, batch: int, graph: bool, max_graphed: int = MAX_GRAPHED_TOKENS,
+    def __init__(self, decoder: Decoder, cache, batch: int, graph: bool, max_graphed: int = MAX_GRAPHED_TOKENS,
                  pool: GraphPool | None = None, compiled: bool = False):
         self.decoder, self.layers = decoder, cache.layers
         if self.layers[0].rows != batch:
@@ -198,7 +198,7 @@ def _pool_for(bundle, cache, batch: int) -> GraphPool:
 def forward_over(bundle, cache, batch: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """New tokens over `cache` (filled by a prefill): CUDA graphs where they apply, else the bundle's
     own forward."""
-    if bundle.decoder is not None and bundle.device.type == "cuda" and graphs_enabled() and is_preallocated(cache):
+    if bundle.decoder.static and bundle.device.type == "cuda" and graphs_enabled() and is_preallocated(cache):
         return StaticForward(bundle.decoder, cache, batch, graph=True, pool=_pool_for(bundle, cache, batch),
                              compiled=compile_enabled())
     return lambda input_ids: bundle.hidden_states(input_ids, cache)

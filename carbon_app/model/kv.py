@@ -114,9 +114,10 @@ def is_preallocated(cache) -> bool:
 
 
 def preallocated_cache(config, capacity: int) -> DynamicCache:
-    """A DynamicCache for `config`'s decoder whose layers hold `capacity` tokens in place."""
-    cache = DynamicCache(config=config)
-    cache.layers = [PreallocatedLayer(capacity) for _ in cache.layers]
+    """A DynamicCache for the decoder of `config` (its `num_hidden_layers` full-attention layers) whose
+    layers hold `capacity` tokens in place. A `transformers` Cache, so the fallback forward reads it too."""
+    cache = DynamicCache()
+    cache.layers = [PreallocatedLayer(capacity) for _ in range(config.num_hidden_layers)]
     return cache
 
 

@@ -29,7 +29,7 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
         unload_button = gr.Button("Unload")
         refresh = gr.Button("Refresh")
     table = gr.Dataframe(headers=["name", "device", "dtype", "head dtype", "memory", "parameters", "context (bases)",
-                                  "draft"], label="Loaded models")
+                                  "draft", "forward"], label="Loaded models")
     pairing = gr.Markdown()
     status = gr.JSON(visible=False)
     with gr.Accordion("The full model card", open=False):
@@ -40,7 +40,8 @@ def models_tab(page: Page, demo: gr.Blocks) -> None:
         # server paths stay on the server (and a "path" key would read as a file to gradio_client)
         loaded = [{k: v for k, v in m.items() if k != "path"} for m in manager.loaded()]
         rows = [[m["name"], m["device"], m["dtype"], m["head_dtype"], f"{m['memory_bytes'] / 2**20:,.1f} MB",
-                 fmt.parameters(m["parameters"]), f"{m['context_bases']:,}", m["draft"] or ""] for m in loaded]
+                 fmt.parameters(m["parameters"]), f"{m['context_bases']:,}", m["draft"] or "", m["forward"]]
+                for m in loaded]
         pairs = "\n".join(f"- **{m}** drafts with **{manager.draft_for(m) or 'none'}**" for m in models)
         return rows, pairs or "No models configured.", {
             "configured": models, "loaded": loaded, "requests_running": service.running,
