@@ -418,7 +418,8 @@ class TransformersDecoder:
 
     def __init__(self, model: torch.nn.Module, reason: str = ""):
         self.model, self.reason, self.config = model, reason, model.config
-        self.name = "transformers' forward" + (f" (Carbon Studio's decoder does not compute {reason})" if reason else "")
+        why = f" (Carbon Studio's decoder does not compute {reason})" if reason else ""
+        self.name = f"transformers' forward{why}"
         self.output = model.get_output_embeddings().weight.detach()
 
     @property
