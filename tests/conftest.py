@@ -28,8 +28,9 @@ def random_dna(length: int, seed: int) -> str:
     return "".join(rng.choice("ACGT") for _ in range(length))
 
 MARKERS = {
-    "integration": "the integration tier: launches a server or a browser, runs CLI subprocesses, a Ray cluster or "
-                   "a benchmark, or trains a model (left out by default; run with -m integration)",
+    "integration": "the integration tier, every test under tests/integration/ (and a parameter of a unit test that "
+                   "needs a server): launches a server or a browser, runs CLI subprocesses, a Ray cluster or a "
+                   "benchmark, or trains a model (left out by default; run with -m integration)",
     "browser": "drives Debian's Chromium through the app",
     "gpu": "needs CUDA; skipped where there is none (CI never has a GPU)",
 }
@@ -46,14 +47,18 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{name}: {meaning}")
 
 
+INTEGRATION = REPO / "tests" / "integration"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` chooses: the folder is the tier
 def pytest_collection_modifyitems(config, items):
     import torch
 
-    if torch.cuda.is_available():
-        return
-    no_gpu = pytest.mark.skip(reason="no CUDA device here")
+    no_gpu = None if torch.cuda.is_available() else pytest.mark.skip(reason="no CUDA device here")
     for item in items:
-        if "gpu" in item.keywords:
+        if INTEGRATION in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+        if no_gpu and "gpu" in item.keywords:
             item.add_marker(no_gpu)
 #: The real Carbon text-tokenizer files: beside the checkout, or where CARBON_TEXT_TOKENIZER_DIR says
 #: (a host that has only a copy of the checkout).
