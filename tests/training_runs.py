@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from carbon_app.core.dna import reverse_complement
 from tests.conftest import random_dna
 from training import data as demo_data
 from training.annotation import Transcript
+from training.chain import Stage
 from training.data import WINDOW
 
 
@@ -49,4 +51,21 @@ def tiny_training_data(tmp_path):
                                                                "prokaryote": {"train_windows": 3}},
                                                     "train_regions": {"trna": 2, "none": 4}}))
     return data, tokenizer
+
+
+CHAIN_SHAPE = "--hidden 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --batch 2 --warmup 1 --no-compile --device cpu"
+
+
+def tiny_chain(tmp_path: Path, first_seed: int = 0) -> list[Stage]:
+    """A run, rows its model writes, and a run continued from it on those rows mixed in: the sc8 chain's shape."""
+    data, _ = tiny_training_data(tmp_path)
+    runs, rows = tmp_path / "runs", tmp_path / "rows"
+    common = f"--data {data} --out-root {runs} {CHAIN_SHAPE}"
+    return [
+        Stage("train", f"--name first {common} --steps 3 --seed {first_seed}"),
+        Stage("draft_data", f"--teacher {runs / 'first' / 'model'} --data {data} --out {rows} --rows 4 --batch 2 "
+                            "--greedy-only --device cpu"),
+        Stage("train", f"--name onwards --init {runs / 'first' / 'model'} {common} --mix-data {rows} "
+                       "--mix-share 0.5 --steps 2 --lr 1e-2"),
+    ]
 

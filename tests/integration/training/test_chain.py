@@ -5,28 +5,11 @@ well-formed and linked, each stage reading only the data or what an earlier stag
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.training_runs import tiny_training_data
+from tests.training_runs import tiny_chain
 from training.chain import Stage, run_chain, state
-
-SHAPE = "--hidden 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --batch 2 --warmup 1 --no-compile --device cpu"
-
-
-def tiny_chain(tmp_path: Path, first_seed: int = 0) -> list[Stage]:
-    """A run, rows its model writes, and a run continued from it on those rows mixed in: the sc8 chain's shape."""
-    data, _ = tiny_training_data(tmp_path)
-    runs, rows = tmp_path / "runs", tmp_path / "rows"
-    common = f"--data {data} --out-root {runs} {SHAPE}"
-    return [
-        Stage("train", f"--name first {common} --steps 3 --seed {first_seed}"),
-        Stage("draft_data", f"--teacher {runs / 'first' / 'model'} --data {data} --out {rows} --rows 4 --batch 2 "
-                            "--greedy-only --device cpu"),
-        Stage("train", f"--name onwards --init {runs / 'first' / 'model'} {common} --mix-data {rows} "
-                       "--mix-share 0.5 --steps 2 --lr 1e-2"),
-    ]
 
 
 def test_a_chain_makes_each_stage_once_resumes_a_stopped_run_and_refuses_what_another_command_made(tmp_path, capsys):

@@ -3,61 +3,18 @@
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
 import pytest
 from Bio.Seq import Seq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbon_app.core.dna import reverse_complement, satisfies
 from carbon_app.errors import InputError
 from carbon_app.inference.constraints import DesignConstraints, resolve_site
 from carbon_app.inference.generate import generate
+from tests.constraint_checks import violations
 
 GFP_START = "MSKGEELFTGVVPILVELDGDVNGHKF"
-SITES = {"BsaI": "GGTCTC", "BsmBI": "CGTCTC", "EcoRI": "GAATTC"}
-
-
-def _violations(seq: str, c: DesignConstraints, prompt: str = "", mask: str | None = None) -> list[str]:
-    """Every constraint `seq` breaks, checked directly on the bases (independently of the engine)."""
-    c = SimpleNamespace(**c.values())  # every field's value, off ones included
-    found = []
-    if c.protein and str(Seq(seq).translate(table=c.codon_table)) != c.protein:
-        found.append("protein")
-    junction = prompt[-12:] + seq  # sites may not form across the prompt/design junction either
-    for name in c.avoid:
-        site = SITES.get(name, name)
-        for motif in {site, reverse_complement(site)}:
-            pattern = "".join(f"[{''.join(sorted(set('ACGT') & set(_iupac(ch))))}]" for ch in motif)
-            for m in re.finditer(f"(?=({pattern}))", junction):
-                if m.start() + len(motif) > len(prompt[-12:]):  # ends in the design
-                    found.append(f"site {motif}")
-    if c.max_homopolymer and re.search("|".join(f"{b}{{{c.max_homopolymer + 1}}}" for b in "ACGT"),
-                                       (prompt[-12:] + seq)[len(prompt[-12:]) - c.max_homopolymer:] if prompt
-                                       else seq):
-        found.append("homopolymer")
-    if c.gc:
-        lo, hi = c.gc
-        gc = (seq.count("G") + seq.count("C")) / len(seq)
-        if not lo - 1e-9 <= gc <= hi + 1e-9:
-            found.append(f"GC {gc:.3f}")
-        if c.gc_window:
-            for i in range(len(seq) - c.gc_window + 1):
-                window = seq[i : i + c.gc_window]
-                share = (window.count("G") + window.count("C")) / c.gc_window
-                if not lo - 1e-9 <= share <= hi + 1e-9:
-                    found.append(f"GC window at {i + 1}")
-                    break
-    if mask and not satisfies(seq, mask):
-        found.append("mask")
-    return found
-
-
-def _iupac(code: str) -> str:
-    from carbon_app.core.dna import IUPAC
-
-    return IUPAC[code]
 
 
 def test_a_protein_is_back_translated_without_the_golden_gate_sites(compact):
@@ -65,7 +22,7 @@ def test_a_protein_is_back_translated_without_the_golden_gate_sites(compact):
     out = generate(compact, "GCCACCA", None, constraints=c, seed=5, samples=4, temperature=0.9)
     assert out.n_bases == 3 * len(GFP_START)
     for seq in out.sequences:
-        assert _violations(seq, c, "GCCACCA") == []
+        assert violations(seq, c, "GCCACCA") == []
     again = generate(compact, "GCCACCA", None, constraints=c, seed=5, samples=4, temperature=0.9)
     assert again.sequences == out.sequences  # same seed, same designs
 
@@ -88,7 +45,7 @@ def test_every_sample_meets_every_constraint(compact, protein, avoid, homopolyme
         assert "no design" in str(exc) or "cannot be met" in str(exc), exc
         return
     for seq in out.sequences:
-        assert len(seq) == n_bases and _violations(seq, c, prompt) == [], (seq, c)
+        assert len(seq) == n_bases and violations(seq, c, prompt) == [], (seq, c)
 
 
 def test_a_mask_and_constraints_together(compact):
@@ -96,7 +53,7 @@ def test_a_mask_and_constraints_together(compact):
     mask = "ATG" + "N" * 21 + "TAA"
     out = generate(compact, "", None, mask=mask, constraints=c, seed=1, samples=3)
     for seq in out.sequences:
-        assert _violations(seq, c, "", mask) == []
+        assert violations(seq, c, "", mask) == []
 
 
 @pytest.mark.parametrize("options, n_bases, message", [

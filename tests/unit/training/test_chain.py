@@ -9,25 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.training_runs import tiny_training_data
+from tests.training_runs import tiny_chain
 from training import chain as chain_module
 from training.chain import CHAINS, Stage, state
-
-SHAPE = "--hidden 32 --layers 1 --heads 2 --kv-heads 1 --ffn 64 --batch 2 --warmup 1 --no-compile --device cpu"
-
-
-def tiny_chain(tmp_path: Path, first_seed: int = 0) -> list[Stage]:
-    """A run, rows its model writes, and a run continued from it on those rows mixed in: the sc8 chain's shape."""
-    data, _ = tiny_training_data(tmp_path)
-    runs, rows = tmp_path / "runs", tmp_path / "rows"
-    common = f"--data {data} --out-root {runs} {SHAPE}"
-    return [
-        Stage("train", f"--name first {common} --steps 3 --seed {first_seed}"),
-        Stage("draft_data", f"--teacher {runs / 'first' / 'model'} --data {data} --out {rows} --rows 4 --batch 2 "
-                            "--greedy-only --device cpu"),
-        Stage("train", f"--name onwards --init {runs / 'first' / 'model'} {common} --mix-data {rows} "
-                       "--mix-share 0.5 --steps 2 --lr 1e-2"),
-    ]
 
 
 def test_a_run_stopped_part_way_that_the_chain_did_not_begin_is_not_resumed_by_it(tmp_path):
