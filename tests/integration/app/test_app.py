@@ -1064,7 +1064,7 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             shown, covered = _progress_while(page, ".carbon-seq", page.get_by_text("bases/s"))
             assert shown and not covered, (shown, covered)  # no bar over a design as it streams
             assert _header_stays_in_view(page, "design") == pytest.approx(0, abs=2)  # the 16 designs' checks
-            assert _plots_without_collisions(page) == 2  # confidence and logo
+            assert _plots_without_collisions(page, 2) == 2  # confidence and logo
             genbank = _downloaded(page, "designs.gb")
             from Bio import SeqIO
 
@@ -1090,7 +1090,7 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             assert shown and not covered, (shown, covered)
             page.get_by_role("columnheader", name="ref position").first.wait_for()
             assert _header_stays_in_view(page, "ref position") == pytest.approx(0, abs=2)  # Gradio's own table
-            assert _plots_without_collisions(page) == 2  # the tracks and the site's bars
+            assert _plots_without_collisions(page, 2) == 2  # the tracks and the site's bars
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
             page.screenshot(path=str(ARTIFACTS / f"variant-{width}.png"), full_page=True)
 
@@ -1102,7 +1102,7 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             estimate = re.compile(r"of 40 ALT alleles \(\d+%\) in \d+ s, (about \d+ s|under a second) left")
             page.get_by_text(estimate).first.wait_for()
             page.get_by_text("40 records, 40 ALT alleles: 40 scored").first.wait_for()
-            assert _plots_without_collisions(page) == 1
+            assert _plots_without_collisions(page, 1) == 1
             page.locator(".block", has=page.get_by_text("VCF (.vcf or bgzipped .vcf.gz)", exact=True)).last \
                 .get_by_role("button", name="Clear").click()  # the upload's field again, for the next VCF
             page.locator("input[type=file]").nth(_vcf_upload_index(page)).set_input_files(str(vcf))
@@ -1154,8 +1154,17 @@ def _header_stays_in_view(page, header: str) -> float:
     return distance
 
 
-def _plots_without_collisions(page) -> int:
-    """The visible plots (plotly) whose legend meets none of their titles, after checking every one does not."""
+def _plots_without_collisions(page, drawn: int = 0) -> int:
+    """The visible plots (plotly) whose legend meets none of their titles, after checking every one does not;
+    counted once `drawn` of them are on the page (a slow machine draws the second a moment after the first),
+    or after 10 s."""
+    from playwright.sync_api import TimeoutError as NotDrawn
+
+    visible = "[...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent).length"
+    try:
+        page.wait_for_function(f"() => {visible} >= {drawn}", timeout=10_000)
+    except NotDrawn:  # counted as they are: the caller's assertion names how many
+        pass
     found = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
       .map(p => {
         const box = s => [...p.querySelectorAll(s)].map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
