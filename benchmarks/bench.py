@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import platform
@@ -30,7 +31,7 @@ from carbon_app.core.tokens import dna_prompt
 from carbon_app.errors import ModelError
 from carbon_app.inference.generate import generate
 from carbon_app.inference.sampling import DnaLogitsProcessor, SamplingParams
-from carbon_app.model.decoder import TransformersDecoder
+from carbon_app.model.checkpoint import TransformersDecoder
 from tests.synthetic import random_bundle, random_pair
 
 from .server_bench import vcf_records
@@ -45,9 +46,9 @@ def _where(bundle) -> str:
 
 
 def run_task(bundle, stock_model, prompt_bases: int, tokens: int, repeats: int, device: str,
-             copy_gb_s: float) -> None:
+             copy_gb_s: float) -> dict:
     """Time every contender on one prompt length and print the table and ratios (`stock_model`: the
-    `transformers` model whose weights the bundle's decoder shares)."""
+    `transformers` model whose weights the bundle's decoder shares); return the figures, as recorded."""
     generator = torch.Generator().manual_seed(prompt_bases)
     prompt = "".join("ACGT"[i] for i in torch.randint(0, 4, (prompt_bases,), generator=generator).tolist())
     prompt = prompt[: len(prompt) - len(prompt) % 6]
@@ -94,6 +95,9 @@ def run_task(bundle, stock_model, prompt_bases: int, tokens: int, repeats: int, 
     def ratio(a: str, b: str) -> str:
         return f"{paired_ratio(times[a], times[b]):.3f} ({best[a] / best[b]:.3f})"
 
+    def both(a: str, b: str) -> dict:
+        return {"paired": paired_ratio(times[a], times[b]), "best": best[a] / best[b]}
+
     print(f"  bp-level / token-level time:   {ratio('ours, bp mode (FNS)', 'ours, token mode')}"
           "  (goal <= 1.05; reference implementation ~1.5)")
     print(f"  stock generate / ours (token): {ratio('stock generate', 'ours, token mode')}  (goal >= 1.3)")
@@ -102,7 +106,14 @@ def run_task(bundle, stock_model, prompt_bases: int, tokens: int, repeats: int, 
         print(f"  transformers forward / ours:   "
               f"{ratio('ours, token mode, transformers forward', 'ours, token mode')}  (same engine, token mode)")
     step = (median["ours, token mode"] - median["ours, token mode, 1 token (prefill)"]) / (tokens - 1)
-    bandwidth_report(bundle, step, ids.shape[1] + tokens // 2, copy_gb_s)
+    decode_gb_s = bandwidth_report(bundle, step, ids.shape[1] + tokens // 2, copy_gb_s)
+    return {"prompt_bases": len(prompt), "prompt_tokens": ids.shape[1], "new_tokens": tokens, "repeats": repeats,
+            "median_s": median, "best_s": best, "same_output": ours_token == stock_dna,
+            "bp_over_token": both("ours, bp mode (FNS)", "ours, token mode"),
+            "stock_over_token": both("stock generate", "ours, token mode"),
+            "stock_over_bp": both("stock generate", "ours, bp mode (FNS)"),
+            "transformers_forward_over_ours": both("ours, token mode, transformers forward", "ours, token mode"),
+            "decode_step_ms": 1e3 * step, "decode_gb_s": decode_gb_s, "copy_gb_s": copy_gb_s}
 
 
 def figure(value: float) -> str:
@@ -111,8 +122,9 @@ def figure(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float) -> None:
-    """Bytes a batch-1 decode step must read (decoder weights, k-mer head, KV cache) over its time."""
+def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float) -> float:
+    """Bytes a batch-1 decode step must read (decoder weights, k-mer head, KV cache) over its time: printed,
+    and the GB/s returned."""
     read = decode_step_bytes(bundle, mean_context)
     achieved = read / step_seconds / 1e9
     line = (f"decode step {1000 * step_seconds:.1f} ms reads {figure(read / 1e9)} GB: {figure(achieved)} GB/s, "
@@ -122,9 +134,10 @@ def bandwidth_report(bundle, step_seconds: float, mean_context: int, peak: float
         nominal = next((v for k, v in NOMINAL_GB_S.items() if k in name), None)
         line += f", {figure(100 * achieved / nominal)}% of {name}'s nominal {nominal} GB/s" if nominal else f" ({name})"
     print(line + "  (goal on a GPU: >= 60%)")
+    return achieved
 
 
-def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = None) -> None:
+def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = None) -> dict:
     """On the bundled demo model: what averaging over the six 6-mer frames costs against the single
     centred window, and the scan against scoring each substitution separately (both frame-averaged,
     each substitution in the same windows, so the deltas must agree)."""
@@ -140,6 +153,7 @@ def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = No
     print(f"\n== variant scoring: {bundle.name}, window {bundle.max_bases:,} bases (its whole context), "
           f"{_where(bundle)}")
     variants = [f"{pos}:{seq[pos - 1]}>{'A' if seq[pos - 1] != 'A' else 'C'}" for pos in range(1100, 1400, 30)]
+    figures: dict = {"model": bundle.name, "where": _where(bundle), "repeats": repeats}
     for strand_average in (False, True):
         times = interleaved_times({
             "one frame": lambda sa=strand_average: [score_variant(bundle, seq, v, frames=1, strand_average=sa)
@@ -151,6 +165,9 @@ def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = No
         print(f"{'both strands' if strand_average else 'one strand  '}: single frame "
               f"{per_variant['one frame']:7.1f} ms, six frames {per_variant['six frames']:7.1f} ms per variant: "
               f"{paired_ratio(times['six frames'], times['one frame']):.2f}x  (goal <= ~3x)")
+        figures["both_strands" if strand_average else "one_strand"] = {
+            "one_frame_ms": per_variant["one frame"], "six_frames_ms": per_variant["six frames"],
+            "six_over_one": paired_ratio(times["six frames"], times["one frame"])}
 
     start, end = 1201, 1320  # 120 positions at the start of HBB
     print(f"\n== mutation scan: {end - start + 1} positions x 3 substitutions, six frames each")
@@ -172,9 +189,12 @@ def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = No
     print(f"the same scan, each delta summed within 12 bases (the tokens re-read stop there): "
           f"{statistics.median(timed['scan within 12']):.2f} s, "
           f"{paired_ratio(timed['scan'], timed['scan within 12']):.1f}x faster than over the whole window")
+    figures["scan"] = {"positions": end - start + 1, "scan_s": scan_s, "alone_s": separate_s,
+                       "largest_delta_difference": diff, "within_12_s": statistics.median(timed["scan within 12"])}
+    return figures
 
 
-def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None = None) -> None:
+def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None = None) -> dict:
     """score-vcf on 1,000 SNVs against a loop of single `score_at` calls in the same process, on the bundled
     demo model: 900 clustered as a saturation study writes them (all three alternates at 300 positions of
     HBB's first exon and intron) and 100 scattered over a 60-kb contig, each kind timed on its own."""
@@ -201,6 +221,7 @@ def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None
     print(f"\n== score-vcf: 1,000 SNVs, {bundle.name}, window {window:,}, {bundle.k} frames, {_where(bundle)}")
     totals = [0.0, 0.0]
     worst = 0.0
+    figures: dict = {"model": bundle.name, "where": _where(bundle), "window": window}
     with tempfile.TemporaryDirectory() as tmp:
         fasta = Path(tmp) / "genome.fa"
         fasta.write_text(f">chr11\n{hbb}\n>chrR\n{wide}\n")
@@ -211,7 +232,8 @@ def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None
                 f"{c}\t{p}\t.\t{r}\t{a}\t.\t.\t.\n" for c, p, r, a in rows))
             batch_s, _ = timed(lambda vcf=vcf, tsv=tsv: score_vcf(bundle, reference, vcf, Path(tmp) / "out.vcf", tsv,
                                                                    window=window))
-            batched = [float(line.split("\t")[6]) for line in tsv.read_text().splitlines()[1:]]
+            table = [line for line in tsv.read_text().splitlines() if not line.startswith("## ")]  # no provenance
+            batched = [float(line.split("\t")[6]) for line in table[1:]]
             began = time.perf_counter()
             alone = [score_at(bundle, reference, f"{c}:{p}:{r}>{a}", window=window).delta for c, p, r, a in rows]
             loop_s = time.perf_counter() - began
@@ -220,8 +242,11 @@ def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None
             totals[1] += loop_s
             print(f"{len(rows):>5} {kind}: score-vcf {batch_s:7.1f} s, loop {loop_s:7.1f} s, "
                   f"ratio {loop_s / batch_s:.1f}x")
+            figures[kind] = {"snvs": len(rows), "score_vcf_s": batch_s, "loop_s": loop_s}
     print(f"all 1,000: score-vcf {totals[0]:7.1f} s, loop {totals[1]:7.1f} s, ratio {totals[1] / totals[0]:.1f}x "
           f"(goal >= 3x); largest |delta difference| {worst:.1e}")
+    figures["largest_delta_difference"] = worst
+    return figures
 
 
 def constraints_suite(repeats: int, shape: str = "500M") -> None:
@@ -489,6 +514,9 @@ def main(argv: list[str] | None = None) -> None:
                              "deltas agree with the one-at-a-time path to 1e-4 in float32 only")
     parser.add_argument("--shapes", default="500M,3B,8B", help="the gpu suite's shapes")
     parser.add_argument("--out", default="benchmarks/gpu/latest.json", help="where the gpu suite writes its report")
+    parser.add_argument("--record", action="store_true",
+                        help="write the generation, scan and vcf suites' figures to benchmarks/results/"
+                             "<suite>-<device>-<date>.json, from which docs/speed.md's tables are made")
     parser.add_argument("--target", default="carbon-demo", help="the speculative suite's target (a name or folder)")
     parser.add_argument("--drafts", default="carbon-demo-draft",
                         help="the speculative suite's drafts for that target, comma-separated, measured side by side")
@@ -500,9 +528,9 @@ def main(argv: list[str] | None = None) -> None:
         gpu_report(args.device, args.shapes.split(","), args.out, repeats=args.repeats)
     suite_dtype = getattr(torch, args.dtype) if args.dtype else None
     if "scan" in suites:
-        scan_suite(args.repeats, args.device, suite_dtype)
+        record(args.record, "scan", args.device, scan_suite(args.repeats, args.device, suite_dtype))
     if "vcf" in suites:
-        vcf_suite(args.device, dtype=suite_dtype)
+        record(args.record, "vcf", args.device, vcf_suite(args.device, dtype=suite_dtype))
     if "speculative" in suites:
         try:
             speculative_suite(args.repeats, args.target, tuple(args.drafts.split(",")))
@@ -532,11 +560,28 @@ def main(argv: list[str] | None = None) -> None:
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("Prefill is the same work for every contender; the ratios grow as the prompt shrinks.")
     copy_gb_s = copy_bandwidth(args.device)
-    for prompt_bases in (int(x) for x in args.prompt_bases.split(",")):
-        run_task(bundle, stock_model, prompt_bases, args.tokens, args.repeats, args.device, copy_gb_s)
+    tasks = [run_task(bundle, stock_model, prompt_bases, args.tokens, args.repeats, args.device, copy_gb_s)
+             for prompt_bases in (int(x) for x in args.prompt_bases.split(","))]
+    record(args.record, "generation", args.device, {
+        "shape": args.shape, "dtype": str(dtype).replace("torch.", ""), "parameters": params, "where": _where(bundle),
+        "torch": torch.__version__, "tasks": tasks})
     scoring_throughput(bundle, args.repeats)
     del bundle
     memory_report(args.device)
+
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def record(asked: bool, suite: str, device: str, figures: dict) -> None:
+    """`figures` as a dated result file (`benchmarks.tables` makes the docs' tables from these)."""
+    if not asked:
+        return
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{suite}-{device}-{time.strftime('%Y-%m-%d')}.json"
+    out.write_text(json.dumps({"suite": suite, "device": device, "date": time.strftime("%Y-%m-%d"), **figures},
+                              indent=1, default=float) + "\n")
+    print(f"recorded in {out}")
 
 
 def memory_report(device: str, target_shape: str = "3B", draft_shape: str = "500M", context: int = 8192) -> None:

@@ -16,7 +16,7 @@ import torch
 from carbon_app.core.tags import SCHEMES
 from carbon_app.core.tokens import CarbonTokenizer, DnaConfig, build_tag_text_tokenizer
 from carbon_app.model.bundle import ModelBundle, make_bundle
-from carbon_app.model.decoder import decoder_of
+from carbon_app.model.checkpoint import decoder_of
 
 #: Architectures of the released checkpoints (spec section 1) and a tiny one.
 SHAPES: dict[str, dict] = {

@@ -20,7 +20,8 @@ from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
 from .backend import Capabilities
 from .card import ModelCard
-from .decoder import Decoder, DecoderConfig, TransformersDecoder, attention_kernels, load_decoder
+from .checkpoint import TransformersDecoder, load_decoder
+from .decoder import Decoder, DecoderConfig, attention_kernels
 from .hub import draft_for, resolve_model_dir
 from .memory import WorkingMemory
 

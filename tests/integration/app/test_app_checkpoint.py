@@ -20,7 +20,7 @@ from benchmarks.soak import start_app
 from carbon_app.inference.generate import generate
 from carbon_app.inference.scan import scan_substitutions
 from carbon_app.inference.score import score_variant
-from carbon_app.model.decoder import transformers_model
+from carbon_app.model.checkpoint import transformers_model
 from carbon_app.model.manager import ModelManager
 from tests.conftest import random_dna
 from tests.synthetic import write_model_dir

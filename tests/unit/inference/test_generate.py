@@ -12,7 +12,7 @@ from carbon_app.core.dna import IUPAC, satisfies
 from carbon_app.errors import InputError
 from carbon_app.inference.generate import generate
 from carbon_app.inference.marginals import log_marginals
-from carbon_app.model.decoder import transformers_model
+from carbon_app.model.checkpoint import transformers_model
 
 
 @given(prompt=st.text("ACGT", max_size=20), template=st.text(list(IUPAC) + [c.lower() for c in IUPAC], min_size=1,

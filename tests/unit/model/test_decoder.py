@@ -20,7 +20,8 @@ from transformers import (
 )
 
 from carbon_app.inference.generate import generate
-from carbon_app.model.decoder import Decoder, TransformersDecoder, decoder_of, load_decoder, transformers_model
+from carbon_app.model.checkpoint import TransformersDecoder, decoder_of, load_decoder, transformers_model
+from carbon_app.model.decoder import Decoder
 from carbon_app.model.kv import preallocated_cache
 from carbon_app.model.manager import ModelManager
 

@@ -21,7 +21,7 @@ from carbon_app.inference.generate import generate
 from carbon_app.inference.sampling import DnaLogitsProcessor, SamplingParams
 from carbon_app.inference.score import score_sequence
 from carbon_app.model.bundle import load_bundle
-from carbon_app.model.decoder import transformers_model
+from carbon_app.model.checkpoint import transformers_model
 from carbon_app.model.manager import ModelManager
 
 pytestmark = pytest.mark.gpu
