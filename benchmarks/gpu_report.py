@@ -325,7 +325,7 @@ def gpu_tests(repo: Path, log: Path | None = None) -> dict:
     """`pytest -m gpu` in a child process: counts from its JUnit report, its output to `log` (what failed
     and why). Only the files that hold GPU tests are collected, so a GPU host needs no app-only library
     (gradio, pysam, ...) for the engine's GPU tests to run."""
-    files = sorted(str(path.relative_to(repo)) for path in (repo / "tests").glob("test_*.py")
+    files = sorted(str(path.relative_to(repo)) for path in (repo / "tests").rglob("test_*.py")
                    if "mark.gpu" in path.read_text())
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "gpu.xml"

@@ -173,7 +173,10 @@ def read_fasta(source: str | Path, record: str | None = None, what: str = "FASTA
         raise InputError(f"the {what} input holds {len(records)} records ({ids}{more}); {choose}")
     else:
         picked = records[0]
-    sequence = clean_sequence(str(picked.seq), what=f"sequence of record '{picked.id}'")
+    # the bases as given: Biopython keeps them as bytes and reads them back as ASCII, which a pasted non-ASCII
+    # character would break before `clean_sequence` could name it
+    sequence = clean_sequence(bytes(picked.seq).decode("utf-8", errors="replace"),
+                              what=f"sequence of record '{picked.id}'")
     cds = [f for f in picked.features if f.type == "CDS"]
     coding = CodingSequence.from_feature(cds[0]) if cds else None
     return FastaRecord(id=picked.id, description=picked.description, sequence=sequence, coding=coding)

@@ -45,6 +45,15 @@ def test_fasta_records(tmp_path):
         read_fasta(tmp_path / "plain.txt")
 
 
+def test_a_record_whose_bases_hold_a_non_ascii_character_is_refused_naming_it():
+    """Biopython reads a record's bases back as ASCII: a pasted character beyond it is named, not a traceback
+    (found by the property tests at 300 examples)."""
+    with pytest.raises(InputError, match=r"record '' has the invisible character U\+0080 at position 1"):
+        read_fasta(">\n\x80")
+    with pytest.raises(InputError, match="record 'x' has .* at position 5, which is not a DNA base"):
+        read_fasta(">x\nACGT\u00b5A\n")
+
+
 def test_tag_schemes():
     pipeline = SCHEMES["pipeline"]
     assert pipeline.prefix("mammal", "protein_coding") == "<mammalian_species><protein_coding_region>"
