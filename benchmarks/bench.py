@@ -150,8 +150,9 @@ def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = No
     bundle = ModelManager(device=device, dtype=dtype).get("carbon-demo")
     examples = ASSETS / "examples"
     seq = read_fasta(examples / "hbb.fa").sequence
-    print(f"\n== variant scoring: {bundle.name}, window {bundle.max_bases:,} bases (its whole context), "
-          f"{_where(bundle)}")
+    from carbon_app.inference.spec import resolve_spec
+
+    print(f"\n== variant scoring: {bundle.name}, its own setup ({resolve_spec(bundle).sentence()}), {_where(bundle)}")
     variants = [f"{pos}:{seq[pos - 1]}>{'A' if seq[pos - 1] != 'A' else 'C'}" for pos in range(1100, 1400, 30)]
     figures: dict = {"model": bundle.name, "where": _where(bundle), "repeats": repeats}
     for strand_average in (False, True):
@@ -189,8 +190,9 @@ def scan_suite(repeats: int, device: str = "cpu", dtype: torch.dtype | None = No
     print(f"the same scan, each delta summed within 12 bases (the tokens re-read stop there): "
           f"{statistics.median(timed['scan within 12']):.2f} s, "
           f"{paired_ratio(timed['scan'], timed['scan within 12']):.1f}x faster than over the whole window")
-    figures["scan"] = {"positions": end - start + 1, "scan_s": scan_s, "alone_s": separate_s,
-                       "largest_delta_difference": diff, "within_12_s": statistics.median(timed["scan within 12"])}
+    figures["scan"] = {"positions": end - start + 1, "setup": scan.spec.sentence(), "scan_s": scan_s,
+                       "alone_s": separate_s, "largest_delta_difference": diff,
+                       "within_12_s": statistics.median(timed["scan within 12"])}
     return figures
 
 

@@ -55,3 +55,15 @@ def test_every_link_of_the_readme_and_the_docs_site_resolves(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
+
+
+def test_the_speed_pages_tables_are_those_the_dated_result_files_make(capsys):
+    """No speed table is typed by hand: each is what `benchmarks.tables` makes of the newest result files, and
+    one changed by hand (or left behind by a newer run) is named."""
+    from benchmarks import tables
+
+    assert tables.main(["--check"]) == 0, capsys.readouterr().out
+    page = tables.PAGE.read_text()
+    assert set(re.findall(r"<!-- table: ([\w-]+) -->", page)) == set(tables.TABLES)
+    edited = page.replace("| 3B | 358", "| 3B | 359")
+    assert edited != page and tables.rendered(edited)[1] == ["gpu-shapes"]
