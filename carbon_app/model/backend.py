@@ -41,7 +41,6 @@ class Capabilities:
     where: str  # where the forward passes run, as a sentence names it: "in this process", "on the server <url>"
     holds_cache: bool  # the engine holds the model's KV cache and takes one forward step at a time
     instead: str = ""  # where it does not: how to run work that needs it, as one clause
-    design_plugin: bool = False  # a backend that makes whole designs shapes each step as the engine does
 
 
 class Backend(Protocol):

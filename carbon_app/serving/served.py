@@ -76,8 +76,7 @@ class ServedModel(Context):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(where=f"on the server {self.served.url}", holds_cache=False,
-                            instead="leave out --server (CARBON_SERVER) to run it here",
-                            design_plugin=self.takes_designs)
+                            instead="leave out --server (CARBON_SERVER) to run it here")
 
     @property
     def weights(self) -> str:
