@@ -76,15 +76,15 @@ def test_a_substitution_gets_one_score_whether_a_scan_a_variant_or_a_genome_batc
     from carbon_app.genome.reference import Reference
     from carbon_app.genome.scoring import score_at, score_batch
 
-    scan = scan_substitutions(backend, HBB, 1204, 1206, **SETUP)  # 1-based, inclusive
-    for offset, pos in enumerate(range(1204, 1207)):
+    scan = scan_substitutions(backend, HBB, 1205, 1206, **SETUP)  # 1-based, inclusive
+    for offset, pos in enumerate(range(1205, 1207)):
         for alt in BASES:
             if alt != HBB[pos - 1]:
                 one = score_variant(backend, HBB, f"{pos}:{HBB[pos - 1]}>{alt}", **SETUP)
                 assert scan.deltas[offset, BASES.index(alt)] == pytest.approx(one.delta, abs=1e-4)
     reference = Reference(REPO / "assets/examples/hbb.fa")
     contig = next(iter(reference.lengths))
-    variants = [parse_genomic(f"{contig}:{change}", reference) for change in ("1206:A>T", "1208:G>C", "1300:CA>C")]
+    variants = [parse_genomic(f"{contig}:{change}", reference) for change in ("1206:A>T", "1300:CA>C")]
     batch = score_batch(backend, reference, variants, **SETUP)
     for variant, outcome in zip(variants, batch, strict=True):
         alone = score_at(backend, reference, variant, **SETUP)
