@@ -76,6 +76,8 @@ def variant_figure(score) -> go.Figure:
     summed = ("the shaded bases are those the delta sums" if radius is not None
               else "the delta sums the whole window")
     fig.update_xaxes(range=view, tickformat=",d", row=1, col=1)
+    fig.update_yaxes(title_text="log P (nats)", row=1, col=1)
+    fig.update_yaxes(title_text="Δ (nats)", row=2, col=1)
     fig.update_xaxes(range=view, tickformat=",d", rangeslider=dict(visible=True, thickness=0.08), row=2, col=1,
                      title_text=f"position ({summed}; drag the slider to see all {len(x):,} columns)")
     fig.update_layout(height=540, margin=dict(l=50, r=20, t=40, b=40), hovermode="x unified",
@@ -105,14 +107,19 @@ def _column_positions(positions: list[int | None]) -> list[float]:
 
 def site_figure(score) -> go.Figure:
     """A/C/G/T probabilities at the variant's first base in the reference context (solid) and the
-    alternate's (hatched), each bar labelled with its value, the reference and alternate bases named."""
+    alternate's (hatched), each bar labelled with its value, the reference and alternate bases named. Where
+    the two are the same (a substitution: a causal model reads only the bases before the site, which the
+    two contexts share) one set of bars says so, instead of two identical ones."""
     bases = list("ACGT")
     ref_base = score.variant.ref[0]
     alt_base = score.variant.alt[0] if len(score.variant.alt) == len(score.variant.ref) else None
     labels = [f"{b} (ref)" if b == ref_base else f"{b} (alt)" if b == alt_base else b for b in bases]
     fig = go.Figure()
-    for name, probs, pattern in (("reference context", score.site_probs_ref, ""),
-                                 ("alternate context", score.site_probs_alt, "/")):
+    contexts = [("reference context", score.site_probs_ref, ""), ("alternate context", score.site_probs_alt, "/")]
+    if max(abs(score.site_probs_ref[b] - score.site_probs_alt[b]) for b in bases) < 1e-9:
+        contexts = [("either context (the same: the model reads only the bases before the site)",
+                     score.site_probs_ref, "")]
+    for name, probs, pattern in contexts:
         values = [probs[b] for b in bases]
         fig.add_trace(go.Bar(x=labels, y=values, name=name, text=[f"{v:.2f}" for v in values],
                              textposition="outside", cliponaxis=False,
@@ -120,7 +127,7 @@ def site_figure(score) -> go.Figure:
                                          opacity=1.0 if not pattern else 0.6)))
     fig.update_layout(height=300, margin=dict(l=40, r=20, t=40, b=30), barmode="group",
                       yaxis=dict(range=[0, 1.1], title="probability"),
-                      legend=dict(orientation="h", y=-0.18, x=0),
+                      legend=dict(orientation="h", y=-0.18, x=0), showlegend=True,
                       title=dict(text=f"base probabilities at {score.variant.pos:,}", x=0.5, xanchor="center",
                                  automargin=True))  # centred: the panel's own label covers the top left
     return fig
@@ -136,13 +143,14 @@ def scan_figure(scan) -> go.Figure:
     finite = np.abs(z[np.isfinite(z)])
     limit = float(finite.max()) if finite.size else 1.0
     fig = go.Figure(go.Heatmap(z=z, x=x, y=list(order), text=text, colorscale="RdBu", zmid=0, zmin=-limit,
-                               zmax=limit, colorbar=dict(title="delta LL"),
+                               zmax=limit, colorbar=dict(title="delta LL (nats)"),
                                hovertemplate="%{text}<br>delta %{z:.3f}<extra></extra>"))
     ref_y = [scan.region[i] for i in range(len(x))]
     fig.add_trace(go.Scatter(x=x, y=ref_y, mode="markers", marker=dict(symbol="square-open", size=9, color="black"),
-                             name="reference base", hoverinfo="skip"))
-    fig.update_layout(height=300, margin=dict(l=40, r=20, t=30, b=40), xaxis_title="position",
-                      yaxis=dict(categoryorder="array", categoryarray=list(order)))
+                             name="the reference base (no substitution)", hoverinfo="skip", showlegend=True))
+    fig.update_layout(height=320, margin=dict(l=40, r=20, t=30, b=60), xaxis_title="position",
+                      yaxis=dict(categoryorder="array", categoryarray=list(order), title="base it becomes"),
+                      legend=dict(orientation="h", y=-0.3, x=0))
     return fig
 
 
@@ -169,7 +177,7 @@ def consequence_figure(scan, consequences) -> go.Figure:
         fig.add_trace(go.Box(y=deltas, name=kind, marker_color=colour, legendgroup=kind, showlegend=False,
                              boxpoints=False), row=1, col=2)
     fig.update_xaxes(title_text="position", row=1, col=1)
-    fig.update_yaxes(title_text="delta LL", row=1, col=1)
+    fig.update_yaxes(title_text="delta LL (nats)", row=1, col=1)
     fig.update_layout(height=340, margin=dict(l=50, r=20, t=40, b=40))
     return fig
 
@@ -189,7 +197,7 @@ def vcf_figure(rows: list[list[str]]) -> go.Figure | None:
             hovertemplate="%{text}<br>delta %{y:.3f}<extra></extra>"))
     fig.add_hline(y=0, line_color="#999", line_width=1)
     fig.update_layout(height=320, margin=dict(l=50, r=20, t=40, b=40), xaxis_title="position on the contig",
-                      yaxis_title="delta LL")
+                      yaxis_title="delta LL (nats)")
     return fig
 
 

@@ -234,6 +234,8 @@ def _use_every_tab(page, tmp_path):
     page.get_by_role("button", name="Scan every substitution").click()
     page.get_by_text("substitutions scored").first.wait_for()
     assert not page.get_by_text("By consequence").is_visible()  # no coding sequence: no empty plot either
+    assert _plots_without_collisions(page, 1) == 1  # the heatmap: its legend clear of its axis titles
+    assert page.locator(".js-plotly-plot .legend").get_by_text("the reference base (no substitution)").is_visible()
     page.screenshot(path=str(tmp_path / "scan.png"), full_page=True)
 
     page.get_by_role("tab", name="VCF batch").click()

@@ -201,9 +201,14 @@ def test_plots_a_biologist_reads(demo):
     xs = list(variant_figure(insertion).data[0].x)
     at = insertion.variant.pos  # its normal form: left-aligned along any run of G before it
     assert xs == sorted(xs) and at < xs[list(insertion.aligned_ref_pos).index(None)] < at + 1
-    site = site_figure(scored)
-    assert [trace.name for trace in site.data] == ["reference context", "alternate context"]
+    assert (fig.layout.yaxis.title.text, fig.layout.yaxis2.title.text) == ("log P (nats)", "Δ (nats)")  # units
+    site = site_figure(scored)  # a substitution: the site's distribution is the same in either context
+    assert [trace.name for trace in site.data] == [
+        "either context (the same: the model reads only the bases before the site)"]
     assert all(text == f"{value:.2f}" for trace in site.data for text, value in zip(trace.text, trace.y, strict=True))
+    shifted = {**scored.site_probs_alt, "A": scored.site_probs_alt["A"] + 0.01}
+    differing = dataclasses.replace(scored, site_probs_alt=shifted)
+    assert [trace.name for trace in site_figure(differing).data] == ["reference context", "alternate context"]
     marginals = np.array([[0.97, 0.01, 0.01, 0.01], [0.25, 0.25, 0.25, 0.25]] + [[0.1, 0.2, 0.3, 0.4]] * 298)
     logo = logo_figure(marginals)
     heights = np.sum([trace.y for trace in logo.data], axis=0)
@@ -211,3 +216,18 @@ def test_plots_a_biologist_reads(demo):
         p * np.log2(p) for p in marginals[0]))) < 1e-9
     assert logo.data[-1].text[0] == "A" and logo.data[-1].text[2] == "G"  # the likeliest on top
     assert tuple(logo.layout.xaxis.range) == (0.5, 100.5) and logo.layout.xaxis.rangeslider.visible
+
+
+def test_the_scan_plot_names_its_open_squares_and_every_axis_its_unit(demo):
+    """The scan's heatmap says what its open squares are (the reference base: no substitution there) and what
+    its axes and colours measure."""
+    from carbon_app.app.plots import scan_figure
+    from carbon_app.inference.scan import scan_substitutions
+
+    scan = scan_substitutions(demo, HBB_WINDOW, 140, 150, window=120, frames=1)
+    fig = scan_figure(scan)
+    heat, squares = fig.data
+    assert heat.colorbar.title.text == "delta LL (nats)" and fig.layout.yaxis.title.text == "base it becomes"
+    assert squares.showlegend and squares.name == "the reference base (no substitution)"
+    assert squares.marker.symbol == "square-open" and list(squares.y) == list(scan.region)
+    assert fig.layout.legend.y < 0  # below the heatmap, clear of its axis title
