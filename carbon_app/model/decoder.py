@@ -17,7 +17,6 @@ on `transformers`' own forward, loudly. `transformers` stays the reference the t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -309,17 +308,18 @@ class Decoder:
         self.inv_freq = config.rope.inv_freq(config.head_dim).to(embed.device)
 
     @classmethod
-    def from_tensors(cls, config: DecoderConfig, tensors: Mapping[str, torch.Tensor]) -> Decoder:
+    def from_tensors(cls, config: DecoderConfig, tensors: dict[str, torch.Tensor]) -> Decoder:
         """The decoder of `tensors` (a checkpoint's names, each tensor on its device and in its dtype),
-        fused; `NotCovered` naming a weight this module does not compute or one it lacks."""
+        fused; `NotCovered` naming a weight this module does not compute or one it lacks. The layers' tensors
+        are taken out of `tensors` as they are fused, so the parts of a layer are let go as soon as its fused
+        copy is made: loading holds the checkpoint and one layer's fused weights at most, not two copies."""
         known = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}
         layers = []
         for index in range(config.num_hidden_layers):
             prefix = f"model.layers.{index}."
             parts = {}
             for field, names in LAYER_NAMES.items():
-                found = [tensors.get(prefix + name) for name in names]
-                known.update(prefix + name for name in names)
+                found = [tensors.pop(prefix + name, None) for name in names]
                 if all(t is None for t in found):
                     if not field.endswith("bias"):
                         raise NotCovered(f"no weight {prefix + names[0]}")
@@ -329,7 +329,7 @@ class Decoder:
                 else:
                     parts[field] = found[0] if len(found) == 1 else torch.cat(found)
             layers.append(LayerWeights(**parts))
-        unknown = sorted(name for name in tensors if name not in known and not name.endswith(_IGNORED))
+        unknown = sorted(name for name in tensors if name not in known and not name.endswith(_IGNORED))  # left over
         if unknown:
             raise NotCovered(f"weights it does not compute ({', '.join(unknown[:3])}"
                              f"{f' and {len(unknown) - 3} more' if len(unknown) > 3 else ''})")
