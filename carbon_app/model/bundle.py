@@ -2,7 +2,7 @@
 
 Loading reads everything from the model's own files (`dna_config.json`, `tag_scheme.json`, the
 tokenizer, `config.json` and the safetensors weights) into Carbon Studio's own decoder
-(`decoder.load_decoder`); a checkpoint it does not compute runs on `transformers`' forward, never on
+(`checkpoint.load_decoder`); a checkpoint it does not compute runs on `transformers`' forward, never on
 remote code unless asked.
 """
 
@@ -21,7 +21,7 @@ from ..errors import ModelError
 from .backend import Capabilities
 from .card import ModelCard
 from .checkpoint import TransformersDecoder, load_decoder
-from .decoder import Decoder, DecoderConfig, attention_kernels
+from .decoder import Decoder, attention_kernels
 from .hub import draft_for, resolve_model_dir
 from .memory import WorkingMemory
 
@@ -273,7 +273,6 @@ def make_bundle(
     upcast = fp32_head and head.dtype != torch.float32
     head = head.float().clone() if upcast else head
     n_bytes = decoder.n_bytes + (head.numel() * head.element_size() if upcast else 0)
-    architecture = config.architecture if isinstance(config, DecoderConfig) else (config.architectures or ["?"])[0]
     return ModelBundle(
         name=name,
         path=path,
@@ -288,5 +287,5 @@ def make_bundle(
         card=ModelCard(path),
         memory=WorkingMemory(config, weight.dtype, tokenizer.n_kmers),
         draft=draft_for(name, path),
-        info={"architecture": architecture},
+        info={"architecture": decoder.architecture},
     )

@@ -28,6 +28,7 @@ class TransformersDecoder:
         why = f" (Carbon Studio's decoder does not compute {reason})" if reason else ""
         self.name = f"transformers' forward{why}"
         self.output = model.get_output_embeddings().weight.detach()
+        self.architecture = (model.config.architectures or [type(model).__name__])[0]
 
     @property
     def n_parameters(self) -> int:

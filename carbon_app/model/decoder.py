@@ -341,14 +341,20 @@ class Decoder:
 
     @property
     def n_parameters(self) -> int:
-        tensors = [self.embed, self.norm, *(t for layer in self.layers for t in layer if t is not None)]
-        return sum(t.numel() for t in tensors) + (0 if self.output is self.embed else self.output.numel())
+        return sum(t.numel() for t in self._weights())
 
     @property
     def n_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self._weights())
+
+    @property
+    def architecture(self) -> str:
+        return self.config.architecture
+
+    def _weights(self) -> list[torch.Tensor]:
+        """Every weight once (a tied output projection is the embedding)."""
         tensors = [self.embed, self.norm, *(t for layer in self.layers for t in layer if t is not None)]
-        tensors += [] if self.output is self.embed else [self.output]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return tensors + ([] if self.output is self.embed else [self.output])
 
     def _rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin [1, 1, new, head_dim] of `positions` [new], computed in float32 as `transformers` does."""
