@@ -107,10 +107,19 @@ def scoring_cpu() -> str:
     return _rows(["what", "measured", "against", "ratio", "goal"], rows, f"{scan_source}` and `{vcf_source}")
 
 
+#: The two GPU reports the GPU tables read: the newest, and the complete run with each layer in two parts.
+GPU_LATEST, GPU_TWO_PART = "latest.json", "h200-2026-11-27-two-part-layer.json"
+GPU_SOURCES = f"benchmarks/gpu/{GPU_LATEST}` and `benchmarks/gpu/{GPU_TWO_PART}"
+
+
+def gpu_reports() -> tuple[dict, dict]:
+    """(the newest GPU report, the two-part-layer run's)."""
+    return tuple(json.loads((GPU / name).read_text()) for name in (GPU_LATEST, GPU_TWO_PART))
+
+
 def gpu_shapes() -> str:
     """Each Carbon shape on the GPU: the newest report, and the two-part-layer run beside it."""
-    latest = json.loads((GPU / "latest.json").read_text())
-    before = json.loads((GPU / "h200-2026-11-27-two-part-layer.json").read_text())
+    latest, before = gpu_reports()
     rows = []
     for shape, now in latest["shapes"].items():
         then = before["shapes"].get(shape, {})
@@ -124,13 +133,13 @@ def gpu_shapes() -> str:
                      pair("batched64_bp_s", lambda v: f"{v:,.0f}")])
     return _rows(["shape", "decode tok/s", "share of copy bandwidth", "ours / stock `generate`",
                   "64-sample design, bases/s"], rows,
-                 "benchmarks/gpu/latest.json` and `benchmarks/gpu/h200-2026-11-27-two-part-layer.json")
+                 GPU_SOURCES)
 
 
 def gpu_layers() -> str:
     """Both GPU runs shape by shape: each layer compiled in two parts (the first run) and as one function."""
-    runs = (("two parts", json.loads((GPU / "h200-2026-11-27-two-part-layer.json").read_text())),
-            ("one function", json.loads((GPU / "latest.json").read_text())))
+    latest, before = gpu_reports()
+    runs = (("two parts", before), ("one function", latest))
     rows = []
     for shape in runs[1][1]["shapes"]:
         for layer, report in runs:
@@ -143,13 +152,12 @@ def gpu_layers() -> str:
     return _rows(["shape", "layer", "forward step", "decode step", "bandwidth bound", "decode tok/s",
                   "share of copy bandwidth", "ours / stock (same attention kernels)", "bp / token",
                   "64-sample design, bases/s"], rows,
-                 "benchmarks/gpu/h200-2026-11-27-two-part-layer.json` and `benchmarks/gpu/latest.json")
+                 GPU_SOURCES)
 
 
 def gpu_goals() -> str:
     """The GPU goals, each against its figure: the newest report's, else the two-part-layer run's."""
-    latest = json.loads((GPU / "latest.json").read_text())
-    before = json.loads((GPU / "h200-2026-11-27-two-part-layer.json").read_text())
+    latest, before = gpu_reports()
     three, eight, five = (latest["shapes"][shape] for shape in ("3B", "8B", "500M"))
 
     def goal(met: bool, text: str) -> str:
@@ -177,7 +185,7 @@ def gpu_goals() -> str:
          f"{loading['cpu_first']['host_peak_anonymous_gib']:.2f} GiB through the CPU", ""],
     ]
     return _rows(["figure (3B shape, bf16, batch 1)", "measured", "goal"], rows,
-                 "benchmarks/gpu/latest.json` and `benchmarks/gpu/h200-2026-11-27-two-part-layer.json")
+                 GPU_SOURCES)
 
 
 TABLES: dict[str, Callable[[], str]] = {
