@@ -30,7 +30,7 @@ from pathlib import Path
 
 from carbon_app.assets import REPO
 
-from .soak import _free_port, start_app
+from .soak import _free_port, start_app, visitor
 from .timing import interleaved_times, timed
 
 VLLM_PYTHON = Path(os.environ.get("CARBON_VLLM_PYTHON") or REPO / ".vllm-venv" / "bin" / "python")
@@ -91,7 +91,7 @@ def _concurrent_designs(url: str, model: str, users: int, bases: int) -> tuple[f
     """(wall seconds, each request's seconds) of `users` designs sent to the app at `url` at once."""
     from gradio_client import Client
 
-    clients = [Client(url, verbose=False) for _ in range(users)]
+    clients = [Client(url, verbose=False, headers=visitor(i)) for i in range(users)]  # as many people
     clients[0].predict(*_design_args(model, bases, 0), api_name="/generate")  # warmed: nothing first-use is timed
 
     def one(i: int) -> float:

@@ -33,6 +33,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def visitor(i: int) -> dict[str, str]:
+    """Headers that make a client on loopback the app's visitor number `i`: the server takes the address in
+    `X-Forwarded-For` from its own host, as from a proxy, so each such client is held to its own
+    CARBON_JOBS_PER_CLIENT, as different people are."""
+    return {"X-Forwarded-For": f"198.51.100.{i % 254 + 1}"}
+
+
 def start_app(log_path: Path | None = None, **env_extra: str) -> tuple[subprocess.Popen, str]:
     """Start `app.py` on a free loopback port; return the process and its URL once it answers.
     Its output goes to `log_path` (a file, so a long run can never block on a full pipe)."""
@@ -103,8 +110,8 @@ def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: 
             if finished.wait(max(1.0, seconds / 40)):
                 return
 
-    def worker() -> None:
-        client = Client(url, verbose=False)
+    def worker(i: int) -> None:
+        client = Client(url, verbose=False, headers=visitor(i))
         while time.time() < deadline:
             with lock:
                 i = next(counter, None)
@@ -122,7 +129,7 @@ def soak(url: str, seconds: float, clients: int, max_requests: int, server_pid: 
 
     sampler = threading.Thread(target=sample_memory)
     sampler.start()
-    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:

@@ -82,6 +82,11 @@ SETTINGS: tuple[Setting, ...] = (
             secret=True),
     Setting("CARBON_QUEUE_SIZE", "32", "requests waiting in the queue before a new one is refused as busy",
             _whole(1)),
+    Setting("CARBON_JOBS_PER_CLIENT", "2", "model jobs one visitor (one address) may have waiting or running at "
+            "once; one more is refused until one ends", _whole(1)),
+    Setting("CARBON_PROXY_HOPS", "", "proxies in front of the app that add the visitor's address to "
+            "X-Forwarded-For: each visitor is known by the address the outermost one saw (default: 1 on a Space, "
+            "else 0: the address the server sees)", _whole(0, 8)),
     Setting("CARBON_PRELOAD", "1", "load every served model at start (0: at its first request)", _switch),
     Setting("CARBON_SHUTDOWN_GRACE_S", "25", "on SIGTERM, seconds running jobs have to finish their current chunk",
             _whole(0)),

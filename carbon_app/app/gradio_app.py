@@ -13,6 +13,7 @@ import logging
 import signal
 import socket
 import time
+from collections.abc import Callable
 
 import gradio as gr
 from starlette.middleware import Middleware
@@ -24,6 +25,7 @@ from ..errors import InputError
 from ..model.manager import ModelManager
 from . import formatting as fmt
 from . import model_thread
+from .admission import Admission, Door, model_jobs
 from .service import AppConfig, Service
 from .sign_in import HideApiSignedOut, sign_ins
 from .tabs.common import FREE, Page, guarded
@@ -115,11 +117,13 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     return demo
 
 
-def stop_on_sigterm(grace_s: float) -> None:
+def stop_on_sigterm(grace_s: float, queue_holds: Callable[[], int], door: Door) -> None:
     """SIGTERM (docker stop, a Space restarting) closes the server without losing finished work: new jobs are
     refused, each running one stops after the chunk it is on (a VCF keeps its finished records, closed,
     indexed and marked partial), at most `grace_s` seconds; then what still runs is stopped at its next
-    checkpoint and the server closes. Each step is logged."""
+    checkpoint. Before the server closes, `door` refuses what is sent and every job still in the queue
+    (`queue_holds` counts them) is answered with the shutting-down sentence, rather than lost with the queue.
+    Each step is logged."""
 
     def on_sigterm(number, frame) -> None:
         log.warning("SIGTERM: closing; %d running job(s) stop after their current chunk (at most %.0f s)",
@@ -130,6 +134,10 @@ def stop_on_sigterm(grace_s: float) -> None:
                         stopping.running_jobs())
             stopping.shut_down("SIGTERM", now=True)
             stopping.wait_for_jobs(10)
+        door.close(stopping.shutdown_refusal("this job"))
+        answered = time.monotonic() + 5  # each job left in the queue meets the sentence at once as it starts
+        while queue_holds() and time.monotonic() < answered:
+            time.sleep(0.05)
         time.sleep(0.5)  # the last results on their way to their pages
         left = stopping.running_jobs()  # said as it is: a job past its checkpoints is not called stopped
         log.warning("SIGTERM: %s; the server closes", "every job has stopped" if not left else
@@ -158,8 +166,6 @@ def launch() -> None:
     log.setLevel(logging.INFO)
     settings.check_all()  # a bad value is named now, before the models load
     auth = sign_ins(settings.get("CARBON_AUTH"))
-    # with sign-in on, the page a visitor gets before signing in names no endpoint (`sign_in.HideApiSignedOut`)
-    app_kwargs = {"middleware": [Middleware(HideApiSignedOut)]} if auth else {}
     host, port = settings.get("GRADIO_SERVER_NAME"), settings.get("GRADIO_SERVER_PORT")
     check_port_free(host, port)  # before the models load, which takes a while
     grace = settings.get("CARBON_SHUTDOWN_GRACE_S")
@@ -178,7 +184,16 @@ def launch() -> None:
     demo = build_app(service=service)
     # api_open=False: a queued event is reached only through the queue, so its bound holds for every client
     demo.queue(max_size=settings.get("CARBON_QUEUE_SIZE"), default_concurrency_limit=1, api_open=False)
-    stop_on_sigterm(grace)
+    # each visitor holds at most CARBON_JOBS_PER_CLIENT model jobs (`admission`); with sign-in on, the page a
+    # visitor gets before signing in names no endpoint (`sign_in.HideApiSignedOut`)
+    hops = settings.get("CARBON_PROXY_HOPS")
+    hops = (1 if settings.get("SPACE_ID") else 0) if hops is None else hops  # a Space's requests come by its proxy
+    door = Door()
+    middleware = [Middleware(Admission, blocks=demo, limit=settings.get("CARBON_JOBS_PER_CLIENT"), proxy_hops=hops,
+                             door=door)]
+    if auth:
+        middleware.append(Middleware(HideApiSignedOut))
+    stop_on_sigterm(grace, lambda: len(model_jobs(demo._queue)), door)
     demo.launch(css=CSS, theme=page_theme(), server_name=host, server_port=port, max_file_size=f"{5}mb",
                 allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)], auth=auth,
-                app_kwargs=app_kwargs)
+                app_kwargs={"middleware": middleware})

@@ -119,8 +119,7 @@ class Service:
         leaves this block too: its counter drops and its tensors are freed.
         """
         if stopping.shutting_down():  # a job begun now would be stopped before it could finish anything
-            raise InputError(f"the server is shutting down ({stopping.shutting_down()}): send {what} again in a "
-                             "minute, once it is back")
+            raise InputError(stopping.shutdown_refusal(what))
         with self._running_lock:
             self.running += 1
         try:

@@ -76,6 +76,11 @@ def shutting_down() -> str | None:
     return _shutdown["why"]  # type: ignore[return-value]
 
 
+def shutdown_refusal(what: str) -> str:
+    """What a job sent while the process shuts down is told."""
+    return f"the server is shutting down ({_shutdown['why']}): send {what} again in a minute, once it is back"
+
+
 def carry_on() -> None:
     """Forget a shutdown that was asked (a process that stays up after all: tests, a notebook)."""
     with _lock:

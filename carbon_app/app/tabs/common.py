@@ -16,6 +16,7 @@ from ...errors import CarbonError, InputError, report_bug
 from ...inference.spec import OWN_RADIUS, radius_text
 from ...model.hub import on_zero_gpu
 from .. import formatting as fmt
+from ..admission import MODEL_GROUP
 from ..model_thread import on_model_thread, stops_when_dropped
 from ..service import MAX_PASTE_CHARS, Service
 
@@ -200,7 +201,7 @@ class Page:
         on a model in this process; with an inference server, up to CARBON_SERVER_CONCURRENCY at once (the
         server batches them)."""
         config = self.service.config
-        return dict(concurrency_id="model", concurrency_limit=config.server_concurrency if config.server else 1)
+        return dict(concurrency_id=MODEL_GROUP, concurrency_limit=config.server_concurrency if config.server else 1)
 
     def runs_model(self, fn):
         """A handler that runs a model, stopped when its request is cancelled or its tab closed: in this

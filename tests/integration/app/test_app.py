@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.soak import rss_mb
+from benchmarks.soak import rss_mb, visitor
 from carbon_app.app.formatting import METHOD_WORDS, delta_radius_words
 from carbon_app.inference.generate import generate
 from carbon_app.inference.request import MAX_SAMPLES
@@ -394,14 +394,14 @@ def test_sixteen_clients_at_once_get_the_serial_answers_and_memory_returns(leak_
 
     serial = [key(api, client.predict(*args, api_name=api)) for api, args in requests]
 
-    def one(request):
-        api, args = request
-        return key(api, Client(server, verbose=False).predict(*args, api_name=api))
+    def one(numbered):
+        i, (api, args) = numbered
+        return key(api, Client(server, verbose=False, headers=visitor(i)).predict(*args, api_name=api))
 
     after = []
     for _ in range(3):  # the first burst pays one-off costs (threads, allocator pools); later ones must not grow
         with ThreadPoolExecutor(max_workers=16) as pool:
-            assert list(pool.map(one, requests)) == serial
+            assert list(pool.map(one, enumerate(requests))) == serial
         assert _idle(client)
         after.append(rss_mb(process.pid))
     # MB: no per-request state is kept (the resident size of a busy server swings by tens of MB)
@@ -421,6 +421,34 @@ def test_a_cancelled_stream_releases_its_request_and_the_queue_moves_on(client):
     quick = client.predict("carbon-demo", "none", "none", "ATGGTGCA", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False,
                            api_name="/generate")[-1]
     assert quick["done"] and len(quick["sequences"][0]) == 12
+
+
+def test_a_visitor_holds_two_model_jobs_at_most_and_others_get_in_beside_them(server):
+    """CARBON_JOBS_PER_CLIENT (2): a visitor's third model job is refused at once with its sentence, while the
+    same visitor's quick page events and another visitor's job are taken; once one of the two ends, the first
+    visitor may send again."""
+    import httpx
+    from gradio_client import Client
+
+    ana, ben = (Client(server, verbose=False, headers=visitor(i)) for i in (201, 202))
+    long = ("carbon-demo", "none", "none", "ATGGTGCA", None, 1400, "", "bp", 0.9, 0, 1.0, 5, 64, False)
+    quick = ("carbon-demo", "none", "none", "ATGGTGCA", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False)
+    held = [ana.submit(*long, api_name="/generate") for _ in range(2)]
+    deadline = time.time() + WAIT_S
+    while time.time() < deadline and not any(job.outputs() for job in held):  # one runs, the other waits
+        time.sleep(0.05)
+    began = time.time()
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        ana.submit(*quick, api_name="/generate").result(timeout=WAIT_S)
+    assert time.time() - began < 5  # refused at once, not after a wait in the queue
+    assert refused.value.response.status_code == 429
+    assert refused.value.response.json()["detail"].startswith("you already have 2 jobs waiting or running")
+    assert "carbon-demo-draft" in ana.predict("carbon-demo-draft", api_name="/model_card")  # not a model job
+    bens = ben.submit(*quick, api_name="/generate")  # another visitor: taken, and served once the model is free
+    for job in held:
+        job.cancel()
+    assert bens.result(timeout=WAIT_S)[-1]["done"]
+    assert ana.predict(*quick, api_name="/generate")[-1]["done"]  # nothing of ana's is held any more
 
 
 def test_a_model_card_is_read_while_a_long_request_holds_the_model(client):
@@ -504,8 +532,9 @@ def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
     try:
         def long_design(seed):
             try:
-                Client(url, verbose=False).predict("carbon-demo", "none", "none", "ATGGTGCA", None, 700, "", "bp",
-                                                   0.9, 0, 1.0, seed, 8, False, api_name="/generate")
+                Client(url, verbose=False, headers=visitor(seed)).predict(
+                    "carbon-demo", "none", "none", "ATGGTGCA", None, 700, "", "bp", 0.9, 0, 1.0, seed, 8, False,
+                    api_name="/generate")
                 return "served"
             except QueueError as exc:
                 return str(exc)

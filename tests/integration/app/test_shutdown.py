@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.soak import visitor
 from tests.conftest import REPO, launch_app, table_lines
 from tests.vcf_jobs import HBB_FA, partial_line, random_vcf, records_of, vcf_job_running
 
@@ -71,21 +72,55 @@ def test_sigterm_to_score_vcf_keeps_a_valid_partial_vcf_and_resume_finishes_it(t
     assert partial_line(tmp_path / "out.vcf.gz") is None and no_temp_left(tmp_path)
 
 
+def _outcome(job) -> str:
+    """What a job sent to a closing server came back with."""
+    import httpx
+    from gradio_client.exceptions import AppError
+    from gradio_client.utils import QueueError
+
+    try:
+        job.result(timeout=120)
+        return "served"
+    except AppError as exc:
+        return "told" if str(exc).startswith("the server is shutting down (SIGTERM): send this design") else str(exc)
+    except QueueError:
+        return "refused at the door"  # the last moment before the server closes: nothing left queued
+    except httpx.ConnectError:
+        return "closed"  # sent as the server closed: refused by the system, as by any closed server
+    except Exception as exc:  # noqa: BLE001 - what else a client meets is the failure this test looks for
+        return f"{type(exc).__name__}: {exc}"
+
+
 def test_sigterm_to_the_app_finishes_the_vcf_chunk_it_is_on_keeps_it_and_logs_it(tmp_path):
+    """...and every job sent meanwhile, queued before the signal or sent until the server has closed, is told
+    it is shutting down (or refused at its door in the last moment), never left to a bare CancelledError."""
+    import httpx
     from gradio_client import Client
 
     source = random_vcf(tmp_path / "in.vcf", 1100)
     out_dir = tmp_path / "app"
     out_dir.mkdir()
     process, url = launch_app(out_dir, CARBON_SHUTDOWN_GRACE_S="60")
+    quick = ("carbon-demo", "none", "none", "ATGGTGCA", None, 12, "", "bp", 0, 0, 1.0, 0, 1, False)
+    sent = []
     try:
         job = vcf_job_running(Client(url, verbose=False), source)
+        sent += [Client(url, verbose=False, headers=visitor(i)).submit(*quick, api_name="/generate")
+                 for i in range(3)]  # queued behind the VCF
         process.send_signal(signal.SIGTERM)
+        for i in range(3, 400):  # one more every 0.1 s until the server has closed
+            try:
+                sent.append(Client(url, verbose=False, headers=visitor(i)).submit(*quick, api_name="/generate"))
+            except (httpx.ConnectError, ConnectionError):
+                break
+            time.sleep(0.1)
         process.wait(timeout=120)
         del job
     finally:
         if process.poll() is None:
             process.kill()
+    outcomes = [_outcome(job) for job in sent]
+    assert set(outcomes) <= {"told", "refused at the door", "closed"} and outcomes[:3] == ["told"] * 3, outcomes
     log = (out_dir / "app.log").read_text()
     assert "SIGTERM: closing; 1 running job(s) stop after their current chunk" in log, log[-3000:]
     assert "every job has stopped; the server closes" in log and "the grace of" not in log

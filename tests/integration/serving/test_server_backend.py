@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from benchmarks.soak import visitor
 from carbon_app.core.dna import read_fasta
 from carbon_app.errors import BackendError
 from carbon_app.inference.score import score_sequence, score_variant
@@ -242,8 +243,9 @@ def test_the_app_with_carbon_server_scores_and_designs_there_and_refuses_what_ru
             client.predict("carbon-demo", "none", "none", "ATGGCC", None, 12, "", "bp", 0, 0, 1.0, 0, 1, True,
                            api_name="/generate")
         # many users at once: up to CARBON_SERVER_CONCURRENCY requests run together, the rest wait their turn
-        jobs = [client.submit("carbon-demo", "none", "none", "", None, 240, "", "bp", 0.9, 0, 1.0, seed, 1, False,
-                              api_name="/generate") for seed in range(5)]
+        jobs = [Client(url, verbose=False, headers=visitor(seed)).submit(
+            "carbon-demo", "none", "none", "", None, 240, "", "bp", 0.9, 0, 1.0, seed, 1, False, api_name="/generate")
+            for seed in range(5)]  # five people
         together = set()
         while not all(job.done() for job in jobs):
             together.add(client.predict(api_name="/models")[2]["requests_running"])

@@ -1,0 +1,159 @@
+"""Who gets into the queue: each client a few model jobs at most, and nobody once the server is closing.
+
+The app runs its model jobs (every event in the `MODEL_GROUP` concurrency group: designs, scores, scans,
+VCFs, loading) one at a time behind Gradio's queue, first come first served. Without a bound per client, one
+visitor could queue ten scans and every other visitor would wait behind all ten. `Admission` answers a
+client's new model job with a sentence (HTTP 429) while that client already holds `CARBON_JOBS_PER_CLIENT`
+of them; a job stops counting when it finishes, fails, is cancelled or its tab closes. Each job being bounded
+in size (`CARBON_MAX_JOB_READS`), what stands between a visitor and the model is at most that many jobs of
+each client ahead. The page's own quick events (a field filled, a model's card) are never refused.
+
+A client is its network address. Behind proxies every visitor would share the nearest proxy's address, so
+with `CARBON_PROXY_HOPS` proxies in front (a Space has one) a visitor is the address the outermost proxy saw:
+the entry that many from the right of `X-Forwarded-For`, which each proxy appends to and a visitor cannot
+write (what a visitor sends there stands further left).
+
+On SIGTERM the server answers every job already in the queue with its shutting-down sentence before it
+closes (`gradio_app.stop_on_sigterm`); for that last moment `Door.close()` refuses new ones at the door (HTTP
+503 with the sentence), so none is left in a queue that is about to vanish.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+
+#: The concurrency group of every event that runs a model (`Page.model_queue`).
+MODEL_GROUP = "model"
+_JOIN = "/queue/join"
+_MAX_JOIN_BYTES = 64 << 20  # a join bigger than any field allows is Gradio's to refuse; not read whole here
+
+
+def client_of(peer: str, forwarded_for: str | None, hops: int) -> str:
+    """The visitor's address: the peer's, or behind `hops` proxies the one the outermost proxy saw."""
+    seen = [entry.strip() for entry in (forwarded_for or "").split(",") if entry.strip()]
+    if not hops or not seen:
+        return peer
+    return seen[-min(hops, len(seen))]
+
+
+def _request_client(request, hops: int) -> str:
+    """`client_of` for a request in Gradio's queue."""
+    return client_of(request.client.host if request.client else "unknown", request.headers.get("x-forwarded-for"),
+                     hops)
+
+
+def _scope_client(scope, hops: int) -> str:
+    """`client_of` for an ASGI request."""
+    forwarded = [value.decode("latin-1") for key, value in scope.get("headers", []) if key == b"x-forwarded-for"]
+    return client_of(scope["client"][0] if scope.get("client") else "unknown", ",".join(forwarded) or None, hops)
+
+
+def model_jobs(queue) -> list:
+    """The model jobs in Gradio's queue, waiting or running."""
+    waiting = queue.event_queue_per_concurrency_id.get(MODEL_GROUP)
+    events = list(waiting.queue) if waiting else []
+    return events + [event for running in queue.active_jobs if running for event in running
+                     if event.fn.concurrency_id == MODEL_GROUP]
+
+
+def model_jobs_of(queue, client: str, hops: int) -> int:
+    """How many model jobs `client` has in Gradio's queue, waiting or running."""
+    return sum(1 for event in model_jobs(queue) if _request_client(event.request, hops) == client)
+
+
+def refusal(held: int) -> str:
+    return (f"you already have {held} job{'s' if held != 1 else ''} waiting or running on this server, as many as "
+            "one visitor may hold at once so that others are not kept waiting: send this one when one of them "
+            "has finished, or stop one")
+
+
+class Door:
+    """Open until the server closes: then every job sent is refused at once (`Admission`)."""
+
+    def __init__(self):
+        self._closed: str | None = None
+        self._lock = threading.Lock()
+
+    def close(self, sentence: str) -> None:
+        with self._lock:
+            self._closed = sentence
+
+    @property
+    def closed(self) -> str | None:
+        """The sentence a job sent now gets, or None while the door is open."""
+        return self._closed
+
+
+class Admission:
+    """ASGI middleware: a model job sent to the queue is refused with a sentence while its client holds `limit`
+    of them, and every job once `door` is closed. Joins still on their way into the queue count too, so a
+    burst of them cannot slip past."""
+
+    def __init__(self, app, blocks, limit: int, proxy_hops: int = 0, door: Door | None = None):
+        self.app, self.blocks, self.limit, self.hops = app, blocks, limit, proxy_hops
+        self.door = door or Door()
+        self.joining: Counter[str] = Counter()
+
+    async def __call__(self, scope, receive, send):
+        queue = getattr(self.blocks, "_queue", None)  # Gradio's queue: what waits and what runs, by request
+        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith(_JOIN)
+                and queue is not None):
+            await self.app(scope, receive, send)
+            return
+        if self.door.closed:
+            await _answer(send, 503, self.door.closed)
+            return
+        body, more = [], True
+        while more:  # the join's body names the event: read it here, handed on unchanged below
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([], message), send)
+                return
+            body.append(message.get("body", b""))
+            more = message.get("more_body", False) and sum(map(len, body)) < _MAX_JOIN_BYTES
+        rest = [{"type": "http.request", "body": b"".join(body), "more_body": more}]
+        if not self._runs_model(rest[0]["body"]):
+            await self.app(scope, _replay(rest, receive), send)
+            return
+        client = _scope_client(scope, self.hops)
+        held = model_jobs_of(queue, client, self.hops) + self.joining[client]
+        if held >= self.limit:
+            await _answer(send, 429, refusal(held))
+            return
+        self.joining[client] += 1
+        try:
+            await self.app(scope, _replay(rest, receive), send)
+        finally:  # queued (or refused) by now: the queue counts it from here
+            self.joining[client] -= 1
+            if not self.joining[client]:
+                del self.joining[client]
+
+    def _runs_model(self, body: bytes) -> bool:
+        try:
+            fn = self.blocks.fns[json.loads(body)["fn_index"]]
+        except (ValueError, KeyError, TypeError):
+            return False  # not an event this page knows: Gradio answers it
+        return fn.concurrency_id == MODEL_GROUP
+
+
+def _replay(first: list[dict], then):
+    """An ASGI `receive` that gives `first` (the messages already read), then whatever `then` gives."""
+    pending = list(first)
+
+    async def receive():
+        if pending:
+            return pending.pop(0)
+        return await then() if callable(then) else then
+
+    return receive
+
+
+async def _answer(send, status: int, sentence: str) -> None:
+    """A refused join: its `detail` is what Gradio's page shows (for a 429; a 503 it calls busy)."""
+    body = json.dumps({"detail": sentence, "error": sentence}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"retry-after", b"10")]})
+    await send({"type": "http.response.body", "body": body})
