@@ -87,6 +87,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CARBON_PROXY_HOPS", "", "proxies in front of the app that add the visitor's address to "
             "X-Forwarded-For: each visitor is known by the address the outermost one saw (default: 1 on a Space, "
             "else 0: the address the server sees)", _whole(0, 8)),
+    Setting("CARBON_UPLOAD_MB_PER_HOUR", "256", "MB one visitor may upload in any hour; an upload past it is "
+            "refused", _whole(1)),
+    Setting("CARBON_UPLOADS_MAX_MB", "1024", "MB Gradio's upload cache (uploads, and its copies of the files the "
+            "page shows) may hold; an upload past it is refused until the hourly clean-up", _whole(1)),
     Setting("CARBON_PRELOAD", "1", "load every served model at start (0: at its first request)", _switch),
     Setting("CARBON_SHUTDOWN_GRACE_S", "25", "on SIGTERM, seconds running jobs have to finish their current chunk",
             _whole(0)),

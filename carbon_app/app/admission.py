@@ -13,6 +13,10 @@ with `CARBON_PROXY_HOPS` proxies in front (a Space has one) a visitor is the add
 the entry that many from the right of `X-Forwarded-For`, which each proxy appends to and a visitor cannot
 write (what a visitor sends there stands further left).
 
+Uploads are admitted the same way (`UploadBudget`): each says its size before it is read, and is refused with
+a sentence when it would take its visitor past `CARBON_UPLOAD_MB_PER_HOUR` or Gradio's upload cache past
+`CARBON_UPLOADS_MAX_MB`, so no rate of uploads can fill the disk before the hourly clean-up runs.
+
 On SIGTERM the server answers every job already in the queue with its shutting-down sentence before it
 closes (`gradio_app.stop_on_sigterm`); for that last moment `Door.close()` refuses new ones at the door (HTTP
 503 with the sentence), so none is left in a queue that is about to vanish.
@@ -21,12 +25,15 @@ closes (`gradio_app.stop_on_sigterm`); for that last moment `Door.close()` refus
 from __future__ import annotations
 
 import json
+import os
 import threading
-from collections import Counter
+import time
+from collections import Counter, defaultdict, deque
+from pathlib import Path
 
 #: The concurrency group of every event that runs a model (`Page.model_queue`).
 MODEL_GROUP = "model"
-_JOIN = "/queue/join"
+_JOIN, _UPLOAD = "/queue/join", "/upload"
 _MAX_JOIN_BYTES = 64 << 20  # a join bigger than any field allows is Gradio's to refuse; not read whole here
 
 
@@ -69,6 +76,69 @@ def refusal(held: int) -> str:
             "has finished, or stop one")
 
 
+def _folder_bytes(folder: Path) -> int:
+    total, stack = 0, [folder]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:  # a folder cleared meanwhile
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
+
+
+class UploadBudget:
+    """What uploads may still take: each visitor `per_hour` bytes in any hour, the cache `max_bytes` in all.
+
+    The cache's size is read from the disk at most every `RECOUNT_S` seconds, uploads admitted since added to
+    it, so a burst is counted before its files are written."""
+
+    RECOUNT_S = 2.0
+
+    def __init__(self, folder: str | Path, max_bytes: int, per_hour: int, request_bytes: int):
+        self.folder, self.max_bytes, self.per_hour = Path(folder), max_bytes, per_hour
+        self.request_bytes = request_bytes  # the most one upload request may carry: a file and its form
+        self._recent: defaultdict[str, deque] = defaultdict(deque)  # client -> (time, bytes) of the last hour
+        self._counted = (-float("inf"), 0)  # (when the cache was measured, its bytes then and admitted since)
+        self._lock = threading.Lock()
+
+    def refusal(self, client: str, length: int | None) -> tuple[int, str] | None:
+        """(HTTP status, sentence) for an upload of `length` bytes from `client` that may not come in, else
+        None, and the upload is counted."""
+        mb = 2**20
+        if length is None:
+            return 411, "an upload must say its size (Content-Length) before it is sent"
+        if length > self.request_bytes:
+            return 413, (f"an upload may carry at most {self.request_bytes / mb:.0f} MB, this one is "
+                         f"{length / mb:.0f} MB: send one file at a time")
+        now = time.monotonic()
+        with self._lock:
+            recent = self._recent[client]
+            while recent and recent[0][0] < now - 3600:
+                recent.popleft()
+            used = sum(size for _, size in recent)
+            if used + length > self.per_hour:
+                return 429, (f"you have uploaded {used / mb:.0f} MB in the last hour, and {self.per_hour / mb:.0f} "
+                             "MB is as much as one visitor may: try again later, or paste the sequence instead")
+            when, cached = self._counted
+            if now - when > self.RECOUNT_S:
+                when, cached = now, _folder_bytes(self.folder)
+            if cached + length > self.max_bytes:
+                self._counted = (when, cached)
+                return 507, (f"the server's space for uploads ({self.max_bytes / mb:.0f} MB) is full: try again "
+                             "in an hour, when older uploads are cleared, or paste the sequence instead")
+            self._counted = (when, cached + length)
+            recent.append((now, length))
+        return None
+
+
 class Door:
     """Open until the server closes: then every job sent is refused at once (`Admission`)."""
 
@@ -88,15 +158,23 @@ class Door:
 
 class Admission:
     """ASGI middleware: a model job sent to the queue is refused with a sentence while its client holds `limit`
-    of them, and every job once `door` is closed. Joins still on their way into the queue count too, so a
-    burst of them cannot slip past."""
+    of them, and every job once `door` is closed; an upload past `uploads` is refused before it is read. Joins
+    still on their way into the queue count too, so a burst of them cannot slip past."""
 
-    def __init__(self, app, blocks, limit: int, proxy_hops: int = 0, door: Door | None = None):
+    def __init__(self, app, blocks, limit: int, proxy_hops: int = 0, door: Door | None = None,
+                 uploads: UploadBudget | None = None):
         self.app, self.blocks, self.limit, self.hops = app, blocks, limit, proxy_hops
-        self.door = door or Door()
+        self.door, self.uploads = door or Door(), uploads
         self.joining: Counter[str] = Counter()
 
     async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith(_UPLOAD) and self.uploads:
+            length = dict(scope.get("headers", [])).get(b"content-length", b"")
+            refused = self.uploads.refusal(_scope_client(scope, self.hops),
+                                           int(length) if length.isdigit() else None)
+            if refused:
+                await _answer(send, *refused)
+                return
         queue = getattr(self.blocks, "_queue", None)  # Gradio's queue: what waits and what runs, by request
         if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith(_JOIN)
                 and queue is not None):

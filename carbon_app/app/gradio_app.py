@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 from starlette.middleware import Middleware
 
 from .. import settings
@@ -25,8 +26,8 @@ from ..errors import InputError
 from ..model.manager import ModelManager
 from . import formatting as fmt
 from . import model_thread
-from .admission import Admission, Door, model_jobs
-from .service import AppConfig, Service
+from .admission import Admission, Door, UploadBudget, model_jobs
+from .service import MAX_UPLOAD_BYTES, AppConfig, Service
 from .sign_in import HideApiSignedOut, sign_ins
 from .tabs.common import FREE, Page, guarded
 from .tabs.design import design_tab
@@ -189,11 +190,14 @@ def launch() -> None:
     hops = settings.get("CARBON_PROXY_HOPS")
     hops = (1 if settings.get("SPACE_ID") else 0) if hops is None else hops  # a Space's requests come by its proxy
     door = Door()
+    mb = 2**20
+    uploads = UploadBudget(get_upload_folder(), settings.get("CARBON_UPLOADS_MAX_MB") * mb,
+                           settings.get("CARBON_UPLOAD_MB_PER_HOUR") * mb, request_bytes=MAX_UPLOAD_BYTES + mb)
     middleware = [Middleware(Admission, blocks=demo, limit=settings.get("CARBON_JOBS_PER_CLIENT"), proxy_hops=hops,
-                             door=door)]
+                             door=door, uploads=uploads)]
     if auth:
         middleware.append(Middleware(HideApiSignedOut))
     stop_on_sigterm(grace, lambda: len(model_jobs(demo._queue)), door)
-    demo.launch(css=CSS, theme=page_theme(), server_name=host, server_port=port, max_file_size=f"{5}mb",
+    demo.launch(css=CSS, theme=page_theme(), server_name=host, server_port=port, max_file_size=MAX_UPLOAD_BYTES,
                 allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)], auth=auth,
                 app_kwargs={"middleware": middleware})

@@ -311,3 +311,51 @@ def test_with_carbon_auth_every_route_asks_for_a_sign_in_and_the_password_is_nev
     with pytest.raises(RuntimeError, match="CARBON_AUTH entry 'ben' is not USER:PASSWORD") as exited:
         start_app(bad, CARBON_MODEL="", CARBON_PRELOAD="0", HF_HUB_OFFLINE="1", CARBON_AUTH=f"ana:{password},ben:")
     assert password not in str(exited.value) and password not in bad.read_text()
+
+
+def _upload(url: str, size: int, visitor_number: int, name: str = "seq.fa") -> httpx.Response:
+    from benchmarks.soak import visitor
+
+    return httpx.post(f"{url.rstrip('/')}/gradio_api/upload", headers=visitor(visitor_number), timeout=60,
+                      files=[("files", (name, b">x\n" + b"A" * (size - 3)))])
+
+
+def _megabytes(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
+
+
+def test_uploads_keep_to_each_visitors_hourly_budget_and_the_caches_cap_at_full_speed(tmp_path):
+    """CARBON_UPLOAD_MB_PER_HOUR (8 here) per visitor and CARBON_UPLOADS_MAX_MB (10) for Gradio's upload cache:
+    each upload past either is refused with its sentence before it is read, and 40 visitors uploading at once
+    as fast as they can leave the cache within its cap (read on the disk)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache = tmp_path / "gradio-cache"
+    process, url = start_app(tmp_path / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=str(tmp_path / "out"),
+                             HF_HUB_OFFLINE="1", GRADIO_TEMP_DIR=str(cache), CARBON_UPLOAD_MB_PER_HOUR="8",
+                             CARBON_UPLOADS_MAX_MB="10")
+    mb = 2**20
+    try:
+        assert [_upload(url, 3 * mb, 1).status_code for _ in range(2)] == [200, 200]
+        over = _upload(url, 3 * mb, 1)  # 9 MB in the hour
+        assert over.status_code == 429 and over.json()["detail"].startswith(
+            "you have uploaded 6 MB in the last hour, and 8 MB is as much as one visitor may")
+        assert _upload(url, 3 * mb, 2).status_code == 200  # another visitor: 9 MB in the cache
+        full = _upload(url, 3 * mb, 3)
+        assert full.status_code == 507 and "space for uploads (10 MB) is full" in full.json()["detail"]
+        too_big = _upload(url, 7 * mb, 4)
+        assert too_big.status_code == 413 and "at most 6 MB" in too_big.json()["detail"]
+
+        def unsized():  # a body that does not say its size: sent in chunks
+            yield b"--x\r\n"
+
+        no_length = httpx.post(f"{url.rstrip('/')}/gradio_api/upload", content=unsized(), timeout=30,
+                               headers={"content-type": "multipart/form-data; boundary=x"})
+        assert no_length.status_code == 411 and "must say its size" in no_length.json()["detail"]
+        with ThreadPoolExecutor(max_workers=8) as pool:  # at full speed, 40 visitors
+            answers = list(pool.map(lambda i: _upload(url, mb, 100 + i).status_code, range(40)))
+        assert answers.count(200) <= 1 and set(answers) <= {200, 507}, answers  # room for 1 MB at most, then full
+        assert _megabytes(cache) <= 10.05
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
