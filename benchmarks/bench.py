@@ -251,7 +251,7 @@ def vcf_suite(device: str = "cpu", window: int = 1536, dtype: torch.dtype | None
     return figures
 
 
-def constraints_suite(repeats: int, shape: str = "500M") -> None:
+def constraints_suite(repeats: int, shape: str = "500M") -> dict:
     """A constrained design against an unconstrained one of the same length, same seed, back to back: the
     bundled demo model and a Carbon-shaped one (random weights), where a step costs what it costs on a real
     checkpoint. Constraints: 60 residues of GFP back-translated, no BsaI/BsmBI sites, runs of at most 5,
@@ -264,6 +264,7 @@ def constraints_suite(repeats: int, shape: str = "500M") -> None:
     models = [ModelManager(device="cpu").get("carbon-demo"), random_bundle(shape)]
     print(f"\n== design constraints: {len(gfp)} residues ({3 * len(gfp)} bases), 4 samples, T=0.9, CPU, "
           f"{torch.get_num_threads()} threads; median of {repeats} back-to-back pairs")
+    figures = {"residues": len(gfp), "samples": 4, "repeats": repeats, "models": []}
     for bundle in models:
         free, held = [], []
         for r in range(repeats):
@@ -274,8 +275,12 @@ def constraints_suite(repeats: int, shape: str = "500M") -> None:
                                                                           **o))
             held.append(seconds)
             assert all(str(Seq(s).translate()) == gfp for s in result.sequences)
+        cost = paired_ratio(held, free) - 1
         print(f"{bundle.name:>14}: unconstrained {statistics.median(free):6.2f} s, constrained "
-              f"{statistics.median(held):6.2f} s: cost {100 * (paired_ratio(held, free) - 1):+.0f}% (goal <= +15%)")
+              f"{statistics.median(held):6.2f} s: cost {100 * cost:+.0f}% (goal <= +15%)")
+        figures["models"].append({"model": bundle.name, "unconstrained_s": statistics.median(free),
+                                  "constrained_s": statistics.median(held), "cost": cost})
+    return figures
 
 
 def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
@@ -320,7 +325,7 @@ def ray_suite(workers: int = 2, window: int = 300, n: int = 1536) -> None:
           f"{largest:.1e} (a worker runs on one thread, this process on {torch.get_num_threads()})")
 
 
-def app_suite(repeats: int, context: int = 8) -> None:
+def app_suite(repeats: int, context: int = 8) -> dict:
     """The Variant tab's worked example (HBB sickle-cell, 1,500-base windows, both strands) with its context
     ranked, asked of the running app through gradio_client and of the engine in this script, interleaved:
     what serving a request costs beyond the work itself."""
@@ -362,11 +367,15 @@ def app_suite(repeats: int, context: int = 8) -> None:
             process.terminate()
             process.wait(timeout=30)
     script, app = statistics.median(times["script"]), statistics.median(times["app"])
+    same = outputs["script"] == outputs["app"]
     print(f"script {script:6.1f} s, app {app:6.1f} s: the app takes {app / script:.2f}x the script's time "
-          f"(same ranking: {outputs['script'] == outputs['app']})")
+          f"(same ranking: {same})")
+    return {"variant": variant, "context": context, "repeats": repeats, "script_s": script, "app_s": app,
+            "app_over_script": app / script, "same_ranking": same}
 
 
-def speculative_suite(repeats: int, target_name: str = "carbon-demo", draft_names: tuple = ("carbon-demo-draft",)):
+def speculative_suite(repeats: int, target_name: str = "carbon-demo", draft_names: tuple = ("carbon-demo-draft",)
+                      ) -> dict:
     """A target alone against the target with each draft, greedy and sampling, bp and token mode; the bundled
     pair unless other models (names or folders) are given: drafts for one target, side by side."""
     from carbon_app.model.manager import ModelManager
@@ -379,6 +388,7 @@ def speculative_suite(repeats: int, target_name: str = "carbon-demo", draft_name
           "batch 1, CPU")
     print(f"{'mode':6s} {'temperature':>11s} {'draft':>24s} {'alone s':>8s} {'drafted s':>9s} {'speed-up':>8s} "
           f"{'accepted':>8s} {'same output':>11s}  fall-back")
+    figures = {"target": target.name, "bases": n_bases, "repeats": repeats, "runs": []}
     for mode in ("bp", "token"):
         for temperature in (0.0, 0.9):
             def alone(mode=mode, temperature=temperature):
@@ -401,13 +411,16 @@ def speculative_suite(repeats: int, target_name: str = "carbon-demo", draft_name
                 shown = "/".join(Path(draft.name).parts[-2:])  # a folder's last two parts, a name whole
                 print(f"{mode:6s} {temperature:11.1f} {shown[-24:]:>24s} {a:8.3f} {d:9.3f} {speedup:7.2f}x "
                       f"{100 * stats.acceptance_rate:7.0f}% {same:>11s}  {stats.fallback_reason or '-'}")
-    for draft in drafts:
-        greedy_identity_check(target, draft)
-        sampling_distribution_check(target, draft)
-    useless_draft_suite(repeats)
+                figures["runs"].append({"mode": mode, "temperature": temperature, "draft": shown, "alone_s": a,
+                                        "drafted_s": d, "speedup": speedup, "accepted": stats.acceptance_rate,
+                                        "same_output": same == "yes", "fallback": stats.fallback_reason})
+    figures["checks"] = [{"draft": draft.name, **greedy_identity_check(target, draft),
+                          **sampling_distribution_check(target, draft)} for draft in drafts]
+    figures["useless_draft"] = useless_draft_suite(repeats)
+    return figures
 
 
-def greedy_identity_check(target, draft, cases: int = 100) -> None:
+def greedy_identity_check(target, draft, cases: int = 100) -> dict:
     """Seeded greedy generations with IUPAC masks, odd base counts, prompts of any length and
     1-3 samples, both modes: the drafted output must equal the target's own, token for token."""
     rng = random.Random(2026)
@@ -423,6 +436,7 @@ def greedy_identity_check(target, draft, cases: int = 100) -> None:
         drafted_rounds += drafted.speculative.rounds
     print(f"\n== greedy identity: {same}/{cases} seeded generations with masks and odd base counts identical with "
           f"and without the draft ({drafted_rounds} drafted rounds in all, no fall-back)")
+    return {"greedy_cases": cases, "greedy_identical": same}
 
 
 def _chi2_sf_3(x: float) -> float:
@@ -430,7 +444,7 @@ def _chi2_sf_3(x: float) -> float:
     return math.erfc(math.sqrt(x / 2)) + math.sqrt(2 * x / math.pi) * math.exp(-x / 2)
 
 
-def sampling_distribution_check(target, draft, batches: int = 32, samples: int = 64) -> None:
+def sampling_distribution_check(target, draft, batches: int = 32, samples: int = 64) -> dict:
     """Sampling with the draft (T=1, bp mode): the same designs as the target alone for each
     seed, and base frequencies that fit the target's own distribution.
 
@@ -466,9 +480,11 @@ def sampling_distribution_check(target, draft, batches: int = 32, samples: int =
           f"the target alone; bases 13-18 (first drafted token) over {batches * samples} samples: smallest p = "
           f"{min(p_values):.3f} over 6 chi-squared tests against the target's marginals (Bonferroni level "
           f"{level:.1e}): {verdict}")
+    return {"sampling_seeds": batches, "sampling_identical": identical, "smallest_p": min(p_values),
+            "bonferroni_level": level}
 
 
-def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
+def useless_draft_suite(repeats: int, tokens: int = 48) -> dict:
     """A draft that never agrees (random weights) on a Carbon-500M-shaped target: the toggle must
     cost at most ~5%, because the engine measures that the draft does not pay and drops it."""
     target, draft = random_bundle("500M"), random_bundle("tiny", seed=5)
@@ -494,6 +510,10 @@ def useless_draft_suite(repeats: int, tokens: int = 48) -> None:
     print(f"   the drafted rounds made {drafted_tokens} tokens at {stats.speculative_ms_per_token:.1f} ms each "
           f"against {stats.plain_ms_per_token:.1f} ms alone: {1000 * extra:.0f} ms spent on the draft, "
           f"{100 * extra / alone:.1f}% of the run")
+    return {"tokens": tokens, "toggle_on_over_off": toggle_ratio, "best_over_best": best_drafted / best_alone,
+            "draft_share_of_run": extra / alone,
+            "same_output": outputs["alone"].sequences == outputs["with a useless draft"].sequences,
+            "fallback": stats.fallback_reason}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -517,8 +537,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shapes", default="500M,3B,8B", help="the gpu suite's shapes")
     parser.add_argument("--out", default="benchmarks/gpu/latest.json", help="where the gpu suite writes its report")
     parser.add_argument("--record", action="store_true",
-                        help="write the generation, scan and vcf suites' figures to benchmarks/results/"
-                             "<suite>-<device>-<date>.json, from which docs/speed.md's tables are made")
+                        help="write the generation, scan, vcf, speculative, constraints and app suites' figures to "
+                             "benchmarks/results/<suite>-<device>-<date>.json (docs/speed.md's tables read them)")
     parser.add_argument("--target", default="carbon-demo", help="the speculative suite's target (a name or folder)")
     parser.add_argument("--drafts", default="carbon-demo-draft",
                         help="the speculative suite's drafts for that target, comma-separated, measured side by side")
@@ -535,15 +555,16 @@ def main(argv: list[str] | None = None) -> None:
         record(args.record, "vcf", args.device, vcf_suite(args.device, dtype=suite_dtype))
     if "speculative" in suites:
         try:
-            speculative_suite(args.repeats, args.target, tuple(args.drafts.split(",")))
+            figures = speculative_suite(args.repeats, args.target, tuple(args.drafts.split(",")))
         except ModelError as exc:  # a --target or --drafts entry that names no model
             parser.error(str(exc))
+        record(args.record, "speculative", "cpu", figures)
     if "constraints" in suites:
-        constraints_suite(args.repeats)
+        record(args.record, "constraints", "cpu", constraints_suite(args.repeats))
     if "ray" in suites:
         ray_suite()
     if "app" in suites:
-        app_suite(args.repeats)
+        record(args.record, "app", "cpu", app_suite(args.repeats))
     if "server" in suites:
         from .server_bench import server_suite
 

@@ -4,9 +4,10 @@
     python -m benchmarks.tables --check    # say which tables differ from what the files make (exit 1)
 
 A table in the page stands between `<!-- table: NAME -->` and `<!-- /table -->`; `TABLES` says what
-makes each. The figures come from `python -m benchmarks.bench --suite generation,scan,vcf --record`
-(benchmarks/results/<suite>-<device>-<date>.json) and from the GPU suite (benchmarks/gpu/*.json), so a
-number in a table is always one a run printed, and each table says which file it read.
+makes each. The figures come from `python -m benchmarks.bench --record` with the suites generation,
+scan, vcf, speculative, constraints and app (benchmarks/results/<suite>-<device>-<date>.json) and from the
+GPU suite (benchmarks/gpu/*.json), so a number in a table is always one a run printed, and each table says
+which file it read.
 """
 
 from __future__ import annotations
@@ -107,6 +108,50 @@ def scoring_cpu() -> str:
     return _rows(["what", "measured", "against", "ratio", "goal"], rows, f"{scan_source}` and `{vcf_source}")
 
 
+def features_cpu() -> str:
+    """Speculative decoding, design constraints and the app's own cost on the CPU, each against its plain run."""
+    spec, spec_source = newest("speculative")
+    constraints, constraints_source = newest("constraints")
+    app, app_source = newest("app")
+    greedy = {run["mode"]: run for run in spec["runs"] if run["temperature"] == 0}
+    identical = "output identical" if all(run["same_output"] for run in spec["runs"]) else "**output differs**"
+    rows = [[f"speculative decoding, {spec['target']} drafted by {greedy['token']['draft']}, {spec['bases']} bases",
+             "token greedy / bp greedy",
+             f"{_x(greedy['token']['speedup'], 1)} / {_x(greedy['bp']['speedup'], 1)}, {identical}"]]
+    for check in spec["checks"]:
+        rows.append([f"seeded greedy designs with masks and odd lengths, drafted by {check['draft']}",
+                     "identical to the target's own", f"{check['greedy_identical']}/{check['greedy_cases']}"])
+    useless = spec["useless_draft"]
+    dropped = " (the engine drops the draft)" if useless["fallback"] else ""
+    rows.append(["a draft that never agrees (500M-shaped target)", "toggle on against off",
+                 f"{useless['toggle_on_over_off']:.2f}x{dropped}; by the engine's own timings the draft cost "
+                 f"{100 * useless['draft_share_of_run']:.1f}% of the run"])
+    for model in constraints["models"]:
+        rows.append([f"design constraints ({constraints['residues']} residues of a protein, no BsaI/BsmBI, runs of "
+                     f"at most 5, GC 40-60%), {model['model']}", "against unconstrained",
+                     f"{100 * model['cost']:+.0f}% time"])
+    same = "" if app["same_ranking"] else ", **a different ranking**"
+    rows.append(["the app through `gradio_client` against the same call in a script",
+                 f"HBB example, context of {app['context']} ranked", f"{app['app_over_script']:.2f}x the time{same}"])
+    return _rows(["what (same CPU)", "measured", "ratio"], rows,
+                 f"{spec_source}`, `{constraints_source}` and `{app_source}")
+
+
+def speculative_cpu() -> str:
+    """Each mode and temperature of the speculative suite: the target alone against the target drafted."""
+    spec, source = newest("speculative")
+    rows = [[run["mode"], f"{run['temperature']:g}", run["draft"], f"{run['alone_s']:.3f} s",
+             f"{run['drafted_s']:.3f} s", _x(run["speedup"], 1.3), f"{100 * run['accepted']:.0f}%",
+             "identical" if run["same_output"] else "**differs**",
+             "finished alone: the draft stopped paying" if run["fallback"] else ""] for run in spec["runs"]]
+    checks = [f"{c['greedy_identical']}/{c['greedy_cases']} seeded greedy designs and {c['sampling_identical']}/"
+              f"{c['sampling_seeds']} sampled seeds identical with {c['draft']}; first drafted token's bases against "
+              f"the target's marginals: smallest p = {c['smallest_p']:.3f} (Bonferroni level "
+              f"{c['bonferroni_level']:.1e})" for c in spec["checks"]]
+    return _rows(["mode", "temperature", "draft", "alone", "drafted", "speed-up", "accepted", "output", ""],
+                 rows, source) + "".join(f"\n{line}\n" for line in checks)
+
+
 #: The two GPU reports the GPU tables read: the newest, and the complete run with each layer in two parts.
 GPU_LATEST, GPU_TWO_PART = "latest.json", "h200-2026-11-27-two-part-layer.json"
 GPU_SOURCES = f"benchmarks/gpu/{GPU_LATEST}` and `benchmarks/gpu/{GPU_TWO_PART}"
@@ -192,6 +237,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "generation-cpu": generation_summary,
     "generation-cpu-detail": generation_detail,
     "scoring-cpu": scoring_cpu,
+    "features-cpu": features_cpu,
+    "speculative-cpu": speculative_cpu,
     "gpu-shapes": gpu_shapes,
     "gpu-goals": gpu_goals,
     "gpu-layers": gpu_layers,

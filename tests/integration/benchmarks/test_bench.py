@@ -44,11 +44,13 @@ def test_generation_suite_runs_and_its_contenders_agree(capsys):
 
 def test_app_suite_asks_the_running_app_and_the_engine_the_same_question(capsys):
     pytest.importorskip("gradio_client")
-    bench.app_suite(repeats=1, context=1)
+    figures = bench.app_suite(repeats=1, context=1)
     printed = capsys.readouterr().out
     script, app, ratio = re.search(r"script\s+([\d.]+) s, app\s+([\d.]+) s: the app takes ([\d.]+)x", printed).groups()
     assert float(script) > 0 and float(app) > 0 and float(ratio) > 0
     assert "(same ranking: True)" in printed
+    # what it records is what it printed
+    assert f"{figures['app_over_script']:.2f}" == ratio and figures["same_ranking"] is True
 
 
 def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, monkeypatch):
