@@ -288,16 +288,24 @@ def trust_note(bundle, spec, group: str | None = None) -> str:
                         + (f" (by group: {by_group})" if by_group else "")
                         + f", splice site vs matched deep-intronic AUROC "
                         f"{measured['splice_site_vs_deep_intronic_auroc']:.2f}")
-    return (f"*How far to trust it: {bundle.name} is {demo}measured on held-out genes at "
-            f"{quality['window']:,}-base windows with the {METHOD_WORDS[method]}"
-            + ("" if radius is None else f", each delta {delta_radius_words(radius)}") + f" ({setup}): "
-            + figures_text + " (1 = perfect, 0.5 = no signal, below 0.5 = pointing the wrong way)"
-            + ("" if not whole else "; pooled and summed over the whole window, "
-               f"{whole['stop_gain_vs_synonymous_auroc']:.2f} and {whole['splice_site_vs_deep_intronic_auroc']:.2f}")
-            + "."
-            + (" These figures come from held-out genes of its own evaluation set; on independent data, such as "
-               "saturation-editing assays of human genes, a model this small can rank variants close to chance. "
-               "Do not read its scores as evidence." if quality.get("demo") else "") + "*")
+    detail = (f"{bundle.name} is {demo}measured on held-out genes at "
+              f"{quality['window']:,}-base windows with the {METHOD_WORDS[method]}"
+              + ("" if radius is None else f", each delta {delta_radius_words(radius)}") + f" ({setup}): "
+              + figures_text + " (1 = perfect, 0.5 = no signal, below 0.5 = pointing the wrong way)"
+              + ("" if not whole else "; pooled and summed over the whole window, "
+                 f"{whole['stop_gain_vs_synonymous_auroc']:.2f} and "
+                 f"{whole['splice_site_vs_deep_intronic_auroc']:.2f}")
+              + "."
+              + (" These figures come from held-out genes of its own evaluation set; on independent data, such as "
+                 "saturation-editing assays of human genes, a model this small can rank variants close to chance."
+                 if quality.get("demo") else ""))
+    # one breath first (what a person needs before reading the score), how it was measured folded below
+    coding = own["coding"] if own and own.get("coding") is not None else measured["stop_gain_vs_synonymous_auroc"]
+    headline = (f"**How far to trust it:** {'a small demo model: ' if quality.get('demo') else ''}on held-out genes "
+                f"it tells stop-gains from synonymous changes with AUROC {coding:.2f} (1 = perfect, 0.5 = chance)"
+                + (", read as here" if not differ else ", read otherwise than here")
+                + (". Do not read its scores as evidence." if quality.get("demo") else "."))
+    return f"{headline}\n\n<details><summary>How this was measured</summary>\n\n{detail}\n\n</details>"
 
 
 def parameters(count: int) -> str:
@@ -327,9 +335,10 @@ def constraint_words(checks: list[dict]) -> str:
 
 
 def report_markdown(reports: list[dict]) -> str:
-    """One row per design: its checks, its constraints and its log-likelihood with its rank among the samples."""
-    lines = ["| design | length | mask | GC | reading frame | longest ORF, any frame | ORF protein | low complexity "
-             "| constraints | log-lik (rank) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    """One row per design: its log-likelihood with its rank among the samples, its constraints and its checks,
+    the columns a person decides on first (a wide table scrolls sideways from the right, on a phone at once)."""
+    lines = ["| design | log-lik (rank) | constraints | mask | low complexity | length | GC | reading frame "
+             "| longest ORF, any frame | ORF protein |", "|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(reports, start=1):
         mask = "—" if r["mask_satisfied"] is None else ("satisfied" if r["mask_satisfied"] else "VIOLATED")
         orf = (f"{r['orf_length_aa']} aa, {r['orf_strand']} strand, {r['orf_start']}–{r['orf_end']}"
@@ -339,9 +348,9 @@ def report_markdown(reports: list[dict]) -> str:
         likelihood = "—" if r.get("total") is None else f"{r['total']:.2f} ({r['rank']} of {len(reports)})"
         if repeat and r.get("total") is not None:  # a likely design may be likely for its repeat
             likelihood += " ⚠ repeat"
-        lines.append(f"| {i} | {r['length']:,}/{r['expected_length']:,} | {mask} | {100 * r['gc_content']:.1f}% | "
-                     f"{frame_words(r)} | {orf} | `{protein}` | {f'⚠ {repeat}' if repeat else 'none'} | "
-                     f"{constraint_words(r.get('constraints', []))} | {likelihood} |")
+        lines.append(f"| {i} | {likelihood} | {constraint_words(r.get('constraints', []))} | {mask} | "
+                     f"{f'⚠ {repeat}' if repeat else 'none'} | {r['length']:,}/{r['expected_length']:,} | "
+                     f"{100 * r['gc_content']:.1f}% | {frame_words(r)} | {orf} | `{protein}` |")
     flank = any(r.get("ll_flank") is not None for r in reports)
     lines.append("\nlog-lik: natural log of each design under the model, after its prompt"
                  + (" and with the downstream flank" if flank else "") + "; rank 1 = most likely. Low complexity: "

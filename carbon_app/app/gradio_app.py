@@ -43,6 +43,10 @@ log = logging.getLogger("carbon_app")
 CSS = """
 .carbon-table table { display: block; overflow: auto; white-space: nowrap; max-height: 480px; padding: 0; }
 .carbon-table thead th { position: sticky; top: 0; z-index: 1; background: var(--table-even-background-fill); }
+/* the row's name (a design's number, a variant's id) stays in view while the table scrolls sideways */
+.carbon-table th:first-child, .carbon-table td:first-child { position: sticky; left: 0;
+                                                             background: var(--table-even-background-fill); }
+.carbon-table thead th:first-child { z-index: 2; }
 .carbon-seq { font-family: ui-monospace, monospace; white-space: pre; overflow-x: auto; margin: 0.4em 0;
               line-height: 1.45; }
 .carbon-ruler { color: #888; user-select: none; }
@@ -53,6 +57,19 @@ CSS = """
   .tab-wrapper .tab-container button { padding: 0 4px !important; font-size: 12px !important;
                                        letter-spacing: -0.01em; }
   .carbon-seq { white-space: pre-wrap; }  /* a line wraps between its groups of ten, every base on screen */
+}
+"""
+
+#: A dropdown's list closes when the focus leaves it (Gradio's stayed open after Tab, over what came next, the
+#: tabs included, and each dropdown tabbed through opened one more): leaving, it is told Escape, which closes it.
+PAGE_JS = """
+() => {
+  document.addEventListener('focusout', (event) => {
+    const field = event.target;
+    if (field instanceof HTMLElement && field.getAttribute('role') === 'combobox') {
+      field.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true}));
+    }
+  }, true);
 }
 """
 
@@ -198,6 +215,6 @@ def launch() -> None:
     if auth:
         middleware.append(Middleware(HideApiSignedOut))
     stop_on_sigterm(grace, lambda: len(model_jobs(demo._queue)), door)
-    demo.launch(css=CSS, theme=page_theme(), server_name=host, server_port=port, max_file_size=MAX_UPLOAD_BYTES,
-                allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)], auth=auth,
-                app_kwargs={"middleware": middleware})
+    demo.launch(css=CSS, js=PAGE_JS, theme=page_theme(), server_name=host, server_port=port,
+                max_file_size=MAX_UPLOAD_BYTES, allowed_paths=[str(ASSETS / "examples"), str(config.output_dir)],
+                auth=auth, app_kwargs={"middleware": middleware})

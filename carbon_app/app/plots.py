@@ -157,6 +157,9 @@ def scan_figure(scan) -> go.Figure:
 #: consequence classes as saturation-editing studies colour them
 CONSEQUENCE_COLOURS = {"synonymous": "#1a7f37", "missense": "#0b5cad", "stop-gain": "#c4272d",
                        "stop-loss": "#8e44ad", "start-loss": "#b35900", "non-coding": "#8c8c8c"}
+#: A shape for each consequence beside its colour, so the marks read without telling colours apart.
+CONSEQUENCE_SYMBOLS = {"synonymous": "circle", "missense": "diamond", "stop-gain": "x", "stop-loss": "triangle-up",
+                       "start-loss": "triangle-down", "non-coding": "circle-open"}
 
 
 def consequence_figure(scan, consequences) -> go.Figure:
@@ -172,13 +175,14 @@ def consequence_figure(scan, consequences) -> go.Figure:
         text = [f"{ref}{pos}{alt} {c.protein_change}".strip() for (pos, ref, alt, _), c in picked]
         deltas = [row[3] for row, _ in picked]
         fig.add_trace(go.Scatter(x=[row[0] for row, _ in picked], y=deltas, mode="markers", name=kind, text=text,
-                                 legendgroup=kind, marker=dict(color=colour, size=6),
+                                 legendgroup=kind, marker=dict(color=colour, size=7, symbol=CONSEQUENCE_SYMBOLS[kind]),
                                  hovertemplate="%{text}<br>delta %{y:.3f}<extra></extra>"), row=1, col=1)
         fig.add_trace(go.Box(y=deltas, name=kind, marker_color=colour, legendgroup=kind, showlegend=False,
                              boxpoints=False), row=1, col=2)
     fig.update_xaxes(title_text="position", row=1, col=1)
     fig.update_yaxes(title_text="delta LL (nats)", row=1, col=1)
-    fig.update_layout(height=340, margin=dict(l=50, r=20, t=40, b=40))
+    fig.update_layout(height=340, margin=dict(l=50, r=20, t=40, b=40),
+                      legend=dict(title_text="consequence (each a colour and a shape)"))
     return fig
 
 

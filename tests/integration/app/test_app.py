@@ -218,8 +218,14 @@ def _use_every_tab(page, tmp_path):
     page.get_by_text(f"Read in {quality['window']:,}-base windows, 6 tokenization frames, both strands, with "
                      f"the {method}, {radius}.").first.wait_for()
     reading = method if quality.get("delta_radius") is None else f"{method}, each delta {radius}"
-    page.get_by_text(f"1,200-base windows with the {reading} (as here): stop-gain vs synonymous AUROC "
-                     f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for()
+    # the note in one breath, how it was measured folded below it
+    page.get_by_text("a small demo model: on held-out genes it tells stop-gains from synonymous changes with "
+                     f"AUROC {quality['stop_gain_vs_synonymous_auroc']:.2f}").first.wait_for()
+    measured = page.get_by_text(f"1,200-base windows with the {reading} (as here): stop-gain vs synonymous AUROC "
+                                f"{quality['stop_gain_vs_synonymous_auroc']:.2f}").first
+    assert not measured.is_visible()
+    page.get_by_text("How this was measured").first.click()
+    measured.wait_for()
     page.screenshot(path=str(tmp_path / "variant.png"), full_page=True)
     variant_box.fill("1206:G>A")
     page.get_by_role("button", name="Score variant").click()
@@ -257,30 +263,36 @@ def _use_every_tab(page, tmp_path):
 
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(server, client):
+@pytest.mark.parametrize("width", [1400, 400])
+def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(server, client, width):
+    """(The numbers at desktop width; Stop at both, the phone's Stop button on screen and big enough to hit.)"""
     from playwright.sync_api import sync_playwright
 
     stopped_before = _stopped(client)
     with sync_playwright() as p:
         browser = _chromium(p)
-        page = _new_page(browser, 1400, 1800)
+        page = _new_page(browser, width, 1800)
         page.goto(server)
         bases = page.get_by_label("Bases to generate (exact)", exact=True)
-        for value, message in (("0", "the number of bases must be at least 1, not 0"),
-                               ("2.5", "the number of bases must be a whole number, not 2.5")):
-            bases.fill(value)
+        if width > 1000:
+            for value, message in (("0", "the number of bases must be at least 1, not 0"),
+                                   ("2.5", "the number of bases must be a whole number, not 2.5")):
+                bases.fill(value)
+                page.get_by_role("button", name="Generate").click()
+                page.get_by_text(message).first.wait_for()
+            page.get_by_label("Samples (1-64)", exact=True).fill("65")
+            bases.fill("12")
             page.get_by_role("button", name="Generate").click()
-            page.get_by_text(message).first.wait_for()
-        page.get_by_label("Samples (1-64)", exact=True).fill("65")
-        bases.fill("12")
-        page.get_by_role("button", name="Generate").click()
-        page.get_by_text("the number of samples must be between 1 and 64, not 65").first.wait_for()
+            page.get_by_text("the number of samples must be between 1 and 64, not 65").first.wait_for()
 
         page.get_by_label("Samples (1-64)", exact=True).fill("8")
         bases.fill("1400")  # long enough to be stopped halfway
         page.get_by_role("button", name="Generate").click()
         page.get_by_text("generating…").first.wait_for()
-        page.get_by_role("button", name="Stop", exact=True).click()
+        stop = page.get_by_role("button", name="Stop", exact=True)
+        box = stop.bounding_box()
+        assert box["width"] >= 44 and box["height"] >= 30 and box["x"] + box["width"] <= width  # a thumb's target
+        stop.click()
         # with the page still open: the button itself stopped it, not a closed connection
         assert _idle(client), "the stopped design still holds its request"
         assert _stopped(client) == stopped_before + 1
@@ -1067,6 +1079,12 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             for name in ("Design", "Variant", "VCF batch", "Mutation scan", "Models"):
                 assert page.get_by_role("tab", name=name).is_visible()  # none behind a "more" menu
             assert page.get_by_label("Seed (empty: random, reported with the design)").input_value() == ""
+            # a dropdown that Tab leaves closes its list: none stays open over the fields and tabs after it
+            page.get_by_label("Species tag").first.click()
+            expect(page.get_by_role("listbox")).to_have_count(1)
+            for _ in range(3):  # through the region tag and the mode (each opens while it has the focus)
+                page.keyboard.press("Tab")
+            expect(page.get_by_role("listbox")).to_have_count(0)
 
             example = page.get_by_role("button", name="Fungus, 120 bases ending in two stops (mask)")
             assert (_box(page.get_by_role("button", name="Generate"))["y"] < _box(example)["y"]
@@ -1095,6 +1113,9 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             shown, covered = _progress_while(page, ".carbon-seq", page.get_by_text("bases/s"))
             assert shown and not covered, (shown, covered)  # no bar over a design as it streams
             assert _header_stays_in_view(page, "design") == pytest.approx(0, abs=2)  # the 16 designs' checks
+            # what a person ranks designs by is on screen whole, and each row's name stays as the rest scrolls by
+            inside, moved = _key_columns_in_view(page, "design", "log-lik (rank)")
+            assert inside and moved == pytest.approx(0, abs=2), (inside, moved)
             assert _plots_without_collisions(page, 2) == 2  # confidence and logo
             genbank = _downloaded(page, "designs.gb")
             from Bio import SeqIO
@@ -1158,7 +1179,9 @@ def _progress_while(page, content: str, done) -> tuple[int, int]:
     shown = covered = 0
     while not done.count():
         state = page.evaluate("""(content) => {
-          const seen = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+          // shown: on screen with a size (a folded <details>' text keeps its box, hidden: checkVisibility says so)
+          const seen = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+                                                                         && e.checkVisibility(); };
           const meet = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
           const boxes = s => [...document.querySelectorAll(s)].filter(seen).map(e => e.getBoundingClientRect());
           const held = boxes(content), bars = boxes('.wrap.default:not(.hide), .progress-text, .eta-bar');
@@ -1183,6 +1206,24 @@ def _header_stays_in_view(page, header: str) -> float:
     }""", header)
     assert moved > 0, f"the table under {header!r} does not scroll in its own box"
     return distance
+
+
+def _key_columns_in_view(page, first: str, key: str) -> tuple[bool, float]:
+    """(whether the header cell `key` lies wholly inside its table's box as the page opens it, how far the
+    first column's header `first` moves when the box scrolls sideways to its end: 0 = it stays in view)."""
+    return tuple(page.evaluate("""([first, key]) => {
+      const cell = name => [...document.querySelectorAll('th')].find(e => e.innerText.trim() === name
+                                                                      && e.offsetParent);
+      const th = cell(key), name = cell(first);
+      let box = th;
+      while (box && !['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) box = box.parentElement;
+      const inside = th.getBoundingClientRect().right <= box.getBoundingClientRect().right + 1;
+      const before = name.getBoundingClientRect().left;
+      box.scrollLeft = box.scrollWidth;
+      const moved = name.getBoundingClientRect().left - before;
+      box.scrollLeft = 0;
+      return [inside, moved];
+    }""", [first, key]))
 
 
 def _plots_without_collisions(page, drawn: int = 0) -> int:

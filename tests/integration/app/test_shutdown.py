@@ -85,8 +85,8 @@ def _outcome(job) -> str:
         return "told" if str(exc).startswith("the server is shutting down (SIGTERM): send this design") else str(exc)
     except QueueError:
         return "refused at the door"  # the last moment before the server closes: nothing left queued
-    except httpx.ConnectError:
-        return "closed"  # sent as the server closed: refused by the system, as by any closed server
+    except httpx.TransportError:  # refused, or cut off, by the server's closing as by any server that goes away
+        return "closed"
     except Exception as exc:  # noqa: BLE001 - what else a client meets is the failure this test looks for
         return f"{type(exc).__name__}: {exc}"
 
@@ -94,7 +94,6 @@ def _outcome(job) -> str:
 def test_sigterm_to_the_app_finishes_the_vcf_chunk_it_is_on_keeps_it_and_logs_it(tmp_path):
     """...and every job sent meanwhile, queued before the signal or sent until the server has closed, is told
     it is shutting down (or refused at its door in the last moment), never left to a bare CancelledError."""
-    import httpx
     from gradio_client import Client
 
     source = random_vcf(tmp_path / "in.vcf", 1100)
@@ -111,7 +110,7 @@ def test_sigterm_to_the_app_finishes_the_vcf_chunk_it_is_on_keeps_it_and_logs_it
         for i in range(3, 400):  # one more every 0.1 s until the server has closed
             try:
                 sent.append(Client(url, verbose=False, headers=visitor(i)).submit(*quick, api_name="/generate"))
-            except (httpx.ConnectError, ConnectionError):
+            except Exception:  # noqa: BLE001 - the client could not reach it: the server has closed
                 break
             time.sleep(0.1)
         process.wait(timeout=120)

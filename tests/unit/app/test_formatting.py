@@ -47,6 +47,12 @@ def test_the_trust_note_reads_the_models_own_measurement(compact_model_dir, tmp_
     assert "**demo model**" in note and "exact chain rule" in note and "AUROC 0.75" in note and "AUROC 0.52" in note
     assert "1,200-base" in note
     assert "held-out genes of its own evaluation set" in note and "close to chance" in note  # not overstated
+    # read in one breath, how it was measured folded below
+    headline, folded = note.split("\n\n<details><summary>How this was measured</summary>\n\n")
+    assert headline == ("**How far to trust it:** a small demo model: on held-out genes it tells stop-gains from "
+                        "synonymous changes with AUROC 0.75 (1 = perfect, 0.5 = chance), read as here. Do not read "
+                        "its scores as evidence.")
+    assert folded.endswith("</details>") and "1,200-base" in folded
     note = fmt.trust_note(measured_bundle, resolve_spec(measured_bundle, method="marginal"))
     assert "reference FNS marginals" in note and "AUROC 0.61" in note and "AUROC 0.42" in note
     (measured / "eval.json").write_text(json.dumps({"quality": {  # an older card: the marginals only
@@ -231,3 +237,20 @@ def test_the_scan_plot_names_its_open_squares_and_every_axis_its_unit(demo):
     assert squares.showlegend and squares.name == "the reference base (no substitution)"
     assert squares.marker.symbol == "square-open" and list(squares.y) == list(scan.region)
     assert fig.layout.legend.y < 0  # below the heatmap, clear of its axis title
+
+
+def test_the_consequence_plot_tells_its_classes_apart_by_shape_as_well_as_colour(demo):
+    from carbon_app.app.plots import CONSEQUENCE_COLOURS, consequence_figure
+    from carbon_app.core.coding import CodingSequence
+    from carbon_app.inference.annotate import scan_consequences
+    from carbon_app.inference.scan import scan_substitutions
+
+    scan = scan_substitutions(demo, HBB_WINDOW, 140, 150, window=120, frames=1)
+    fig = consequence_figure(scan, scan_consequences(scan, HBB_WINDOW, CodingSequence.parse("121..200", HBB_WINDOW)))
+    marks = [trace for trace in fig.data if trace.type == "scatter"]
+    assert len(marks) >= 2 and all(trace.name in CONSEQUENCE_COLOURS for trace in marks)
+    assert len({trace.marker.symbol for trace in marks}) == len(marks)  # one shape each
+    assert len({trace.marker.color for trace in marks}) == len(marks)
+    assert fig.layout.legend.title.text.startswith("consequence")
+    assert fig.layout.yaxis.title.text == "delta LL (nats)" and fig.layout.xaxis.title.text == "position"
+
