@@ -215,16 +215,18 @@ def share_link(page_url: str | None, **query) -> str:
     return f"[Link to this result]({url}) (opens the page on these inputs and scores them)\n\n`{url}`"
 
 
-VCF_TABLE_COLUMNS = ["line", "chrom", "pos", "id", "ref", "alt", "delta", "more damaging than", "problem", "message",
+#: The variant and its delta first, so a phone shows them without scrolling sideways; where it came from after.
+VCF_TABLE_COLUMNS = ["pos", "ref", "alt", "delta", "more damaging than", "id", "chrom", "problem", "message", "line",
                      "window scored"]
 
 
 def vcf_rows(rows: list[list[str]]) -> list[list]:
-    """score-vcf's TSV rows as the page's table: numbers as numbers (so columns sort), in VCF_TABLE_COLUMNS order."""
+    """score-vcf's TSV rows (line, chrom, pos, id, ref, alt, delta, problem, message, rank, window start and end)
+    as the page's table: numbers as numbers (so columns sort), in VCF_TABLE_COLUMNS order."""
     def number(text: str, kind=float):
         return kind(text) if text else None
 
-    return [[number(r[0], int), r[1], number(r[2], int), r[3], r[4], r[5], number(r[6]), number(r[9]), r[7], r[8],
+    return [[number(r[2], int), r[4], r[5], number(r[6]), number(r[9]), r[3], r[1], r[7], r[8], number(r[0], int),
              f"{int(r[10]):,}–{int(r[11]):,}" if r[10] else ""] for r in rows]
 
 

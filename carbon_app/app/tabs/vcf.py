@@ -46,7 +46,7 @@ def vcf_tab(page: Page) -> None:
     summary = gr.Markdown()
     plot = gr.Plot(label="Deltas along the genome")
     table = gr.Dataframe(headers=fmt.VCF_TABLE_COLUMNS, label="Every ALT allele (click a column to sort)",
-                         max_height=400, elem_classes="carbon-table")
+                         max_height=400, elem_classes="carbon-table", pinned_columns=1)
     files = gr.File(label="Downloads (annotated VCF, its tabix index, TSV)", file_count="multiple")
 
     @page.runs_model

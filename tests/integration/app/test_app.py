@@ -667,17 +667,18 @@ def test_a_vcf_upload_comes_back_annotated_with_a_table_and_a_plot(client, demo)
         "carbon-demo", "none", "none", "HBB-locus-demo", handle_file(str(REPO / "assets" / "examples" / HBB["vcf"])),
         300, False, "marginal", 0, api_name="/score_vcf")
     assert "7 records, 8 ALT alleles: 7 scored" in summary and "1 not scored: REF_mismatch" in summary
-    rows = table["data"]
-    assert [r[3] for r in rows] == ["HbC", "HbS", "HbS", "HbE", "IVS-I-1", "IVS-I-110", "codon39", "wrong_ref"]
-    assert rows[-1][6] is None and rows[-1][8] == "REF_mismatch"
+    assert table["headers"][:4] == ["pos", "ref", "alt", "delta"]  # what a phone shows without scrolling
+    rows = [dict(zip(table["headers"], row, strict=True)) for row in table["data"]]
+    assert [r["id"] for r in rows] == ["HbC", "HbS", "HbS", "HbE", "IVS-I-1", "IVS-I-110", "codon39", "wrong_ref"]
+    assert rows[-1]["delta"] is None and rows[-1]["problem"] == "REF_mismatch"
     reference = Reference(REPO / "assets" / "examples" / "hbb.fa")
     for row in rows[:-1]:
-        alone = score_at(demo, reference, f"{row[1]}:{row[2]}:{row[4]}>{row[5]}", window=300, method="marginal",
-                         strand_average=False)
-        assert row[6] == pytest.approx(alone.delta, abs=1e-4)
+        alone = score_at(demo, reference, f"{row['chrom']}:{row['pos']}:{row['ref']}>{row['alt']}", window=300,
+                         method="marginal", strand_average=False)
+        assert row["delta"] == pytest.approx(alone.delta, abs=1e-4)
     vcf = next(f for f in files if f.endswith(".vcf.gz"))
     records = list(pysam.VariantFile(vcf))
-    assert len(records) == 7 and records[1].info["CARBON_DELTA"][1] == pytest.approx(rows[2][6], abs=1e-5)
+    assert len(records) == 7 and records[1].info["CARBON_DELTA"][1] == pytest.approx(rows[2]["delta"], abs=1e-5)
     assert records[0].info["NOTE"].startswith("HBB_c.19G>A")  # the input's own INFO passes through
     assert plot is not None
 
@@ -1155,6 +1156,8 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             page.get_by_text(estimate).first.wait_for()
             page.get_by_text("40 records, 40 ALT alleles: 40 scored").first.wait_for()
             assert _plots_without_collisions(page, 1) == 1
+            delta = _box(page.get_by_role("columnheader", name="delta").first)  # each variant's delta on screen
+            assert delta["x"] + delta["width"] <= width, delta
             page.locator(".block", has=page.get_by_text("VCF (.vcf or bgzipped .vcf.gz)", exact=True)).last \
                 .get_by_role("button", name="Clear").click()  # the upload's field again, for the next VCF
             page.locator("input[type=file]").nth(_vcf_upload_index(page)).set_input_files(str(vcf))
