@@ -57,6 +57,10 @@ CSS = """
   .tab-wrapper .tab-container button { padding: 0 4px !important; font-size: 12px !important;
                                        letter-spacing: -0.01em; }
   .carbon-seq { white-space: pre-wrap; }  /* a line wraps between its groups of ten, every base on screen */
+  /* a plot along a region (the scan's heatmap, its consequences) keeps a readable width and scrolls sideways in
+     its own box: 90 positions squeezed into a phone were 2-pixel columns */
+  .carbon-wide-plot { overflow-x: auto !important; }
+  .carbon-wide-plot .js-plotly-plot, .carbon-wide-plot .plot-container { min-width: 880px; }
 }
 """
 

@@ -133,8 +133,12 @@ def site_figure(score) -> go.Figure:
     return fig
 
 
+SCAN_VIEW = 100  # positions the scan's heatmap opens on: columns a person can read, on a phone too
+
+
 def scan_figure(scan) -> go.Figure:
-    """4 x L heatmap of delta log-likelihood, reference bases marked."""
+    """4 x L heatmap of delta log-likelihood, reference bases marked; a region longer than SCAN_VIEW opens on
+    its first SCAN_VIEW positions, with a range slider for the rest."""
     order = "ACGT"
     z = np.array([[scan.deltas[i, BASES.index(b)] for i in range(len(scan.region))] for b in order])
     x = list(range(scan.start, scan.end + 1))
@@ -151,6 +155,10 @@ def scan_figure(scan) -> go.Figure:
     fig.update_layout(height=320, margin=dict(l=40, r=20, t=30, b=60), xaxis_title="position",
                       yaxis=dict(categoryorder="array", categoryarray=list(order), title="base it becomes"),
                       legend=dict(orientation="h", y=-0.3, x=0))
+    if len(x) > SCAN_VIEW:  # a long region opens on its first positions, readable; the slider reaches the rest
+        fig.update_layout(height=380, legend=dict(y=-0.55),
+                          xaxis=dict(range=[x[0] - 0.5, x[0] + SCAN_VIEW - 0.5], rangeslider=dict(visible=True,
+                                                                                                 thickness=0.08)))
     return fig
 
 

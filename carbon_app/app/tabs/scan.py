@@ -31,9 +31,10 @@ def scan_tab(page: Page) -> None:
     gr.Examples([[page.hbb, region_start, region_end, examples["hbb_cds"]]],
                 inputs=[sequence, start, end, cds], example_labels=["The first 30 codons of human beta-globin (HBB)"],
                 label="Example")
-    heatmap = gr.Plot(label="delta log-likelihood of every substitution")
+    heatmap = gr.Plot(label="delta log-likelihood of every substitution", elem_classes="carbon-wide-plot")
     block = gr.HTML(label="The region")
-    by_class = gr.Plot(label="By consequence", visible=False)  # shown when a coding sequence names them
+    # shown when a coding sequence names them
+    by_class = gr.Plot(label="By consequence", visible=False, elem_classes="carbon-wide-plot")
     summary = gr.Markdown(elem_classes="carbon-table")
     download = gr.File(label="Download (TSV)")
     with gr.Accordion("Raw result (JSON)", open=False):

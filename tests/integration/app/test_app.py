@@ -853,6 +853,16 @@ def test_a_scan_and_a_ranking_say_how_many_are_done_and_how_long_is_left(server,
         page.get_by_text(re.compile(r"scanning: [\d,]+ of 900 substitutions \(\d+%\) in \d+ s, about \d+ s left")
                          ).first.wait_for()
         page.get_by_text("substitutions scored").first.wait_for()
+        # 300 positions: the heatmap opens on 100 of them (a slider for the rest), and on a phone keeps readable
+        # columns by scrolling sideways in its own box, the page not
+        page.wait_for_function("() => document.querySelector('.carbon-wide-plot .js-plotly-plot')?._fullLayout")
+        pixels, box = page.evaluate("""() => { const p = document.querySelector('.carbon-wide-plot .js-plotly-plot');
+          const box = p.closest('.carbon-wide-plot'), x = p._fullLayout.xaxis;
+          return [x._length / (x.range[1] - x.range[0]),
+                  [box.clientWidth, box.scrollWidth, getComputedStyle(box).overflowX]]; }""")
+        assert pixels >= 6, pixels  # pixels a position
+        assert width > 640 or (box[1] > box[0] and box[2] == "auto"), box
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
         page.get_by_role("tab", name="Variant").click()
         page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False).fill("1206:A>T")
         page.get_by_label("Reference sequence (bases, FASTA or GenBank)", exact=True).fill(hbb_sequence())
