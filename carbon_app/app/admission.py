@@ -47,8 +47,8 @@ def client_of(peer: str, forwarded_for: str | None, hops: int) -> str:
 
 def _request_client(request, hops: int) -> str:
     """`client_of` for a request in Gradio's queue."""
-    return client_of(request.client.host if request.client else "unknown", request.headers.get("x-forwarded-for"),
-                     hops)
+    return client_of(request.client.host if request.client else "unknown",
+                     ",".join(request.headers.getlist("x-forwarded-for")) or None, hops)
 
 
 def _scope_client(scope, hops: int) -> str:
@@ -120,6 +120,9 @@ class UploadBudget:
                          f"{length / mb:.0f} MB: send one file at a time")
         now = time.monotonic()
         with self._lock:
+            if len(self._recent) > 10_000:  # visitors of more than an hour ago are forgotten
+                for gone in [who for who, times in self._recent.items() if not times or times[-1][0] < now - 3600]:
+                    del self._recent[gone]
             recent = self._recent[client]
             while recent and recent[0][0] < now - 3600:
                 recent.popleft()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from carbon_app.app.admission import client_of, refusal
+import time
+
+from carbon_app.app.admission import UploadBudget, client_of, refusal
 
 
 def test_a_visitor_is_the_peer_with_no_proxy_and_what_the_outermost_proxy_saw_behind_proxies():
@@ -22,3 +24,24 @@ def test_a_visitor_is_the_peer_with_no_proxy_and_what_the_outermost_proxy_saw_be
 def test_the_refusal_says_how_many_jobs_are_held_and_what_to_do():
     assert refusal(2).startswith("you already have 2 jobs waiting or running on this server")
     assert refusal(1).startswith("you already have 1 job waiting") and "stop one" in refusal(1)
+
+
+def test_an_upload_budget_holds_each_visitor_to_an_hour_and_the_cache_to_its_cap(tmp_path, monkeypatch):
+    mb = 2**20
+    budget = UploadBudget(tmp_path, max_bytes=10 * mb, per_hour=8 * mb, request_bytes=6 * mb)
+    assert budget.refusal("a", None)[0] == 411  # no size said
+    assert budget.refusal("a", 7 * mb)[0] == 413
+    assert budget.refusal("a", 3 * mb) is None and budget.refusal("a", 3 * mb) is None
+    status, sentence = budget.refusal("a", 3 * mb)
+    assert status == 429 and sentence.startswith("you have uploaded 6 MB in the last hour, and 8 MB is as much")
+    assert budget.refusal("b", 3 * mb) is None  # another visitor: 9 MB counted in the cache
+    status, sentence = budget.refusal("c", 3 * mb)
+    assert status == 507 and "space for uploads (10 MB) is full" in sentence
+    # the cache is measured on the disk again (here at once): what the clean-up removed is room again
+    monkeypatch.setattr(UploadBudget, "RECOUNT_S", 0.0)
+    (tmp_path / "kept").write_bytes(b"x" * mb)  # all that is left on the disk
+    assert budget.refusal("c", 3 * mb) is None
+    # an hour later the visitor's own uploads no longer count
+    later = time.monotonic() + 3601
+    monkeypatch.setattr("carbon_app.app.admission.time.monotonic", lambda: later)
+    assert budget.refusal("a", 3 * mb) is None
