@@ -25,11 +25,12 @@ closes (`gradio_app.stop_on_sigterm`); for that last moment `Door.close()` refus
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import Counter, defaultdict, deque
 from pathlib import Path
+
+from .results import written
 
 #: The concurrency group of every event that runs a model (`Page.model_queue`).
 MODEL_GROUP = "model"
@@ -76,24 +77,6 @@ def refusal(held: int) -> str:
             "has finished, or stop one")
 
 
-def _folder_bytes(folder: Path) -> int:
-    total, stack = 0, [folder]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:  # a folder cleared meanwhile
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
-    return total
-
-
 class UploadBudget:
     """What uploads may still take: each visitor `per_hour` bytes in any hour, the cache `max_bytes` in all.
 
@@ -132,7 +115,7 @@ class UploadBudget:
                              "MB is as much as one visitor may: try again later, or paste the sequence instead")
             when, cached = self._counted
             if now - when > self.RECOUNT_S:
-                when, cached = now, _folder_bytes(self.folder)
+                when, cached = now, (written(self.folder)[1] if self.folder.is_dir() else 0)
             if cached + length > self.max_bytes:
                 self._counted = (when, cached)
                 return 507, (f"the server's space for uploads ({self.max_bytes / mb:.0f} MB) is full: try again "
@@ -143,20 +126,13 @@ class UploadBudget:
 
 
 class Door:
-    """Open until the server closes: then every job sent is refused at once (`Admission`)."""
+    """Open until the server closes: then every job sent is refused at once (`Admission`) with `closed`, the
+    sentence it gets (None while the door is open)."""
 
-    def __init__(self):
-        self._closed: str | None = None
-        self._lock = threading.Lock()
+    closed: str | None = None
 
     def close(self, sentence: str) -> None:
-        with self._lock:
-            self._closed = sentence
-
-    @property
-    def closed(self) -> str | None:
-        """The sentence a job sent now gets, or None while the door is open."""
-        return self._closed
+        self.closed = sentence
 
 
 class Admission:

@@ -279,7 +279,8 @@ def trust_note(bundle, spec, group: str | None = None) -> str:
     setup = ("as here" if not differ else "not as here: this score's " + "; ".join(differ))
     groups = bundle.card.group_quality if method == quality_method(quality) else {}
     own = {task: groups.get(task, {}).get(group) for task in ("coding", "splice")} if group else {}
-    if own and all(value is not None for value in own.values()):
+    own = own if own and all(value is not None for value in own.values()) else None  # the group's, when measured
+    if own:
         figures_text = (f"for {group} variants such as this one, stop-gain vs synonymous AUROC {own['coding']:.2f} "
                         f"and splice site vs matched deep-intronic AUROC {own['splice']:.2f}; pooled over every "
                         f"group, {measured['stop_gain_vs_synonymous_auroc']:.2f} and "
@@ -302,9 +303,10 @@ def trust_note(bundle, spec, group: str | None = None) -> str:
                  "saturation-editing assays of human genes, a model this small can rank variants close to chance."
                  if quality.get("demo") else ""))
     # one breath first (what a person needs before reading the score), how it was measured folded below
-    coding = own["coding"] if own and own.get("coding") is not None else measured["stop_gain_vs_synonymous_auroc"]
+    coding = own["coding"] if own else measured["stop_gain_vs_synonymous_auroc"]
     headline = (f"**How far to trust it:** {'a small demo model: ' if quality.get('demo') else ''}on held-out genes "
-                f"it tells stop-gains from synonymous changes with AUROC {coding:.2f} (1 = perfect, 0.5 = chance)"
+                f"it tells stop-gains from synonymous changes{f' among {group} variants' if own else ''} with AUROC "
+                f"{coding:.2f} (1 = perfect, 0.5 = chance)"
                 + (", read as here" if not differ else ", read otherwise than here")
                 + (". Do not read its scores as evidence." if quality.get("demo") else "."))
     return f"{headline}\n\n<details><summary>How this was measured</summary>\n\n{detail}\n\n</details>"

@@ -40,7 +40,7 @@ class Retention:
                 "of them (the oldest go first)")
 
 
-def _written(folder: Path) -> tuple[float, int]:
+def written(folder: Path) -> tuple[float, int]:
     """(when it was last written, its size in bytes): the latest time and the total over it and its files."""
     latest, size = folder.stat().st_mtime, 0
     for path in folder.rglob("*"):
@@ -62,7 +62,7 @@ def expire(root: Path, retention: Retention, now: float | None = None, held=froz
     folders = []
     for entry in os.scandir(root):
         if entry.is_dir(follow_symlinks=False):
-            folders.append((*_written(Path(entry.path)), Path(entry.path)))
+            folders.append((*written(Path(entry.path)), Path(entry.path)))
     folders.sort()  # oldest first
     removed = [folder for written, _, folder in folders
                if now - written > retention.max_age_s and folder not in held]

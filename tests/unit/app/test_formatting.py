@@ -144,8 +144,12 @@ def test_the_trust_note_gives_a_human_variant_its_own_groups_figure_beside_the_p
     note = fmt.trust_note(bundle, resolve_spec(bundle), fmt.variant_group("none", "GRCh38"))
     assert f"for mammal variants such as this one, stop-gain vs synonymous AUROC {mammal:.2f}" in note
     assert f"pooled over every group, {pooled:.2f}" in note
+    # the sentence read first says whose figure it gives
+    assert note.startswith("**How far to trust it:** a small demo model: on held-out genes it tells stop-gains from "
+                           f"synonymous changes among mammal variants with AUROC {mammal:.2f}")
     unknown = fmt.trust_note(bundle, resolve_spec(bundle), fmt.variant_group(None, None))  # a pasted sequence
     assert f"mammal {mammal:.2f}" in unknown and "such as this one" not in unknown
+    assert f"synonymous changes with AUROC {pooled:.2f}" in unknown.split("<details>")[0]
     assert fmt.variant_group("plant", "GRCh38") == "plant" and fmt.variant_group(None, "HBB-locus-demo") == "mammal"
 
 
