@@ -7,9 +7,10 @@ reference is scored once and each alternate reuses what cannot change:
   predicted from earlier tokens only);
 - the substituted token's own bases are read from the reference pass, which
   already holds the distribution over that token;
-- only the tokens after it are recomputed, from the reference KV cache cut at
-  the substituted token, for the (up to 18) substitutions of that token as one
-  batch.
+- only the tokens after it are recomputed, as branches of the reference KV
+  cache cut at the substituted token: the (up to 18) substitutions of that
+  token lie side by side in one row, each attending to the shared prefix and
+  to itself (`Decoder.continuations`), so the prefix is never copied for each.
 
 delta = LL(alt window) - LL(ref window), averaged over the k tokenization
 frames, in exactly the windows `score_variant` reads for that substitution
@@ -31,8 +32,9 @@ from __future__ import annotations
 import threading
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import numpy as np
 import torch
@@ -44,7 +46,7 @@ from ..core.validate import whole_number
 from ..errors import InputError
 from ..model.backend import Backend
 from ..model.bundle import ModelBundle
-from ..model.kv import branch, preallocated_cache
+from ..model.kv import preallocated_cache
 from .marginals import base_logprobs_from_marginals, chain_logprobs, kmer_digits, kmer_index, log_marginals
 from .provenance import Provenance
 from .score import Variant, frame_windows, variant_passes
@@ -169,7 +171,11 @@ def substitution_deltas(bundle: Backend, seq: str, positions, spec: ScoringSpec,
     if not bundle.capabilities.holds_cache:
         _substitutions_read_alone(bundle, seq, positions, spec, alternates, frame_deltas, progress)
         return frame_deltas, prompt_text, span_lo, span_hi, size
-    per_pass = max(1, bundle.pass_tokens // (size // bundle.k + 1)) if ordered else 1
+    read = size // bundle.k + 1  # tokens a window's pass reads: with a radius, none past its farthest reach
+    if spec.delta_radius is not None and ordered:
+        read = min(read, 2 + (max(p - lo for (lo, _), wanted in ordered for p, _ in wanted) + spec.delta_radius)
+                   // bundle.k)
+    per_pass = max(1, bundle.pass_tokens // read) if ordered else 1
     groups: list[list[tuple[tuple[int, int], list[tuple[int, int]]]]] = []  # windows of one length, batched
     for item in ordered:
         (lo, hi), _ = item
@@ -274,6 +280,47 @@ def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.
     return sums
 
 
+#: Tokens of one window's branches laid side by side in a row of one pass. Their block-diagonal attention is
+#: computed whole, so long branches (a whole-window scan's hundred tokens) go one to a row: 64 measured as
+#: fast as the old one-branch-a-row passes there, and a radius scan's one-token branches all share a row.
+BRANCH_TOKENS = 64
+
+
+def _branch_passes(jobs: list[tuple[int, int, int]], new: int, pass_tokens: int) -> Iterator[list[list[int]]]:
+    """The substitutions `jobs` (window, position, base; in window order) of one token, `new` tokens re-read
+    each, as forward passes: each pass a list of units, a unit the indices of jobs of one window read as
+    branches of its cache side by side (at most BRANCH_TOKENS tokens), a pass at most `pass_tokens` tokens
+    with every unit padded to the widest."""
+    per_unit = max(1, BRANCH_TOKENS // max(new, 1))
+    units = []
+    for _, group in groupby(range(len(jobs)), key=lambda i: jobs[i][0]):
+        indices = list(group)
+        units += [indices[i : i + per_unit] for i in range(0, len(indices), per_unit)]
+    batch: list[list[int]] = []
+    widest = 0
+    for unit in units:
+        if batch and (len(batch) + 1) * max(widest, len(unit)) * max(new, 1) > pass_tokens:
+            yield batch
+            batch, widest = [], 0
+        batch.append(unit)
+        widest = max(widest, len(unit))
+    if batch:
+        yield batch
+
+
+def _branch_slots(units: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where a pass's jobs (its units, concatenated) sit as branches: ([units, widest] the job in each slot,
+    a short unit's spare slots repeating its first job, whose result is not read; [jobs] each job's slot,
+    flattened)."""
+    widest = max(len(unit) for unit in units)
+    slots, back, at = [], [], 0
+    for u, unit in enumerate(units):
+        slots.append([at + min(j, len(unit) - 1) for j in range(widest)])
+        back += [u * widest + j for j in range(len(unit))]
+        at += len(unit)
+    return torch.tensor(slots, device=device), torch.tensor(back, device=device)
+
+
 @torch.inference_mode()
 def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, dict[int, str]]], spec: ScoringSpec,
                   what: str) -> list[dict[int, np.ndarray]]:
@@ -281,9 +328,10 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     inside [lo, hi)): alternate bases})), scored in that window. For each window: {position: delta per
     alternate [4], NaN at the reference base and at bases not asked for}.
 
-    The reference windows go through the model as one batch. Every substitution is then re-read from
-    its own window's cache cut before its token, batched with the substitutions of every window that
-    share that token index (windows are centred on their variants, so most share one of two).
+    The reference windows go through the model as one batch. Every substitution is then re-read as a
+    branch of its own window's cache cut before its token (`continuations`: a window's branches side by
+    side, each seeing the prefix and itself), batched with the substitutions of every window that share
+    that token index (windows are centred on their variants, so most share one of two).
     With the spec's `delta_radius`, only the bases within it count, and only the tokens that hold them are re-read.
     """
     k, config = bundle.k, bundle.decoder.config
@@ -303,9 +351,9 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     allowed = allowed.reshape(len(windows), n_tokens, k, 4).to(bundle.device)
 
     rows, width = len(windows), ids.shape[1]
-    alt_rows = max(1, bundle.pass_tokens // n_tokens)
-    bundle.check_fits((rows + alt_rows) * width, max(rows * width, alt_rows * n_tokens),
-                        (rows + alt_rows) * n_tokens, f"{what} in {size:,}-base windows")
+    # the windows' cache, and per pass of substitutions one layer's prefix beside their branches
+    bundle.check_fits(rows * width + bundle.pass_tokens, max(rows * width, bundle.pass_tokens),
+                      rows * n_tokens + bundle.pass_tokens, f"{what} in {size:,}-base windows")
     by_token: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # token -> (window, position in it, base)
     for r, (lo, _, positions) in enumerate(windows):
         for pos0, bases in positions.items():
@@ -326,10 +374,18 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
     ref_token_sums = _token_sums(ref_kmer_logits, allowed, kmer_ids - kmer_start, real, method)  # [rows, needed]
 
     deltas = [{p: np.full(4, np.nan) for p in positions} for _, _, positions in windows]
+    base_at = torch.arange(needed * k, device=bundle.device).reshape(needed, k)
+    # the bases that count: every one after the substitution, or those within `delta_radius` of it (the ones
+    # before it read the same context either way: their terms do not change)
+    reach = n_tokens * k if delta_radius is None else delta_radius
     for t, jobs in sorted(by_token.items()):
-        for c in range(0, len(jobs), alt_rows):
-            checkpoint()  # one batch of substitutions' forward passes is all a stop waits for
-            chunk = jobs[c : c + alt_rows]
+        last = min(needed - 1, max(q + reach for _, q, _ in jobs) // k)  # the last token holding a counted base
+        new = last - t  # tokens each substitution re-reads: its own, then the reference's up to `last`
+        # half a pass of branch tokens: each also attends over its window's prefix, about as long again in a
+        # centred window (a whole-window scan measured 3% slower on a CPU with whole passes)
+        for units in _branch_passes(jobs, new, bundle.pass_tokens // 2):
+            checkpoint()  # one pass of substitutions is all a stop waits for
+            chunk = [jobs[i] for unit in units for i in unit]
             which = torch.tensor([r for r, _, _ in chunk], device=bundle.device)
             alt_allowed = allowed[which, t].clone()  # [batch, k, 4]
             alt_digits = kmer_digits(kmer_ids[which, t] - kmer_start, k)
@@ -337,27 +393,23 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
                 alt_allowed[i, q % k] = False
                 alt_allowed[i, q % k, b] = True
                 alt_digits[i, q % k] = b
-            # the bases that count: every one after the substitution, or those within `delta_radius` of it (the
-            # ones before it read the same context either way: their terms do not change)
-            reach = n_tokens * k if delta_radius is None else delta_radius
             last_base = torch.tensor([q + reach for _, q, _ in chunk], device=bundle.device)
-            base_at = torch.arange(needed * k, device=bundle.device).reshape(needed, k)
             counted = real & (base_at <= last_base[:, None, None])  # [batch, needed, k]
-            last = min(needed - 1, int(last_base.max()) // k)  # the last token holding a counted base
             # the substituted token, scored from the reference pass
             alt_kmer = kmer_index(alt_digits)
             own = _token_sums(ref_kmer_logits[which, t], alt_allowed, alt_kmer, counted[:, t], method)
             before = ref_token_sums[which, t] if delta_radius is None else _token_sums(
                 ref_kmer_logits[which, t], allowed[which, t], kmer_ids[which, t] - kmer_start, counted[:, t], method)
             change = own - before
-            if t < last:  # the tokens after it, recomputed from its window's cache cut before it
-                cut = branch(config, cache, first + 1 + t, last + 1 - t, rows=which)
+            if new:  # the tokens after it, recomputed as branches of its window's cache cut before it
                 # a token with an ambiguous base is <oov>, and stays so with another of its bases substituted
                 # (ambiguous positions are not scanned): only a plain token's id follows its bases
                 ref_token = kmer_ids[which, t]
                 alt_token = torch.where(ref_token == bundle.tokenizer.oov_id, ref_token, kmer_start + alt_kmer)
-                suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[which, t + 1 : last]], dim=1)
-                later_hidden = bundle.hidden_states(suffix, cut)  # predicts tokens t+1 .. last
+                suffix = torch.cat([alt_token.unsqueeze(1), kmer_ids[which, t + 1 : last]], dim=1)  # [batch, new]
+                slots, back = _branch_slots(units, bundle.device)
+                later_hidden = bundle.continuations(cache, first + 1 + t, which[slots[:, 0]], suffix[slots])
+                later_hidden = later_hidden.flatten(0, 1)[back]  # [batch, new, hidden]: predicts tokens t+1 .. last
                 later_ids = kmer_ids[which, t + 1 : last + 1] - kmer_start
                 later_counted = counted[:, t + 1 : last + 1]
                 later = _token_sums(bundle.kmer_logits(later_hidden), allowed[which, t + 1 : last + 1],

@@ -81,6 +81,12 @@ class ModelBundle(Context):
         with attention_kernels():
             return self.decoder(input_ids, cache)
 
+    def continuations(self, cache, keep: int, rows: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+        """Final-norm hidden states [n, branches, new, hidden] of continuations [n, branches, new] of the
+        cache's rows `rows` after their first `keep` positions (the decoder's `continuations`)."""
+        with attention_kernels():
+            return self.decoder.continuations(cache, keep, rows, input_ids)
+
     @property
     def pass_tokens(self) -> int:
         """Tokens per batched forward pass: a GPU is fed whole batches (bounded for activation memory); a CPU

@@ -13,8 +13,13 @@ import torch
 
 from ..errors import ModelError
 from .decoder import Decoder, DecoderConfig, NotCovered
+from .kv import branch
 
 log = logging.getLogger("carbon_app")
+
+
+#: Positions of copied prefixes the fallback's `continuations` holds at once (a GPU batch's worth).
+_BRANCH_KV_TOKENS = 16_384
 
 
 class TransformersDecoder:
@@ -42,6 +47,17 @@ class TransformersDecoder:
     def __call__(self, input_ids: torch.Tensor, cache=None) -> torch.Tensor:
         out = self.model.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None)
         return out.last_hidden_state
+
+    @torch.inference_mode()
+    def continuations(self, cache, keep: int, rows: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+        """`Decoder.continuations`, each branch from a copy of its row's prefix (`kv.branch`): transformers'
+        forward takes no mask beside a cache."""
+        n, branches, new = input_ids.shape
+        sources, flat = rows.repeat_interleave(branches), input_ids.reshape(n * branches, new)
+        step = max(1, _BRANCH_KV_TOKENS // (keep + new))  # copies of the prefix held at once
+        hidden = [self(flat[lo : lo + step], branch(self.config, cache, keep, new, sources[lo : lo + step]))
+                  for lo in range(0, len(flat), step)]
+        return torch.cat(hidden).reshape(n, branches, new, -1)
 
 
 def read_config(path: Path) -> dict:

@@ -377,6 +377,28 @@ class Decoder:
         store = (lambda index, k, v: cache.update(k, v, index)) if cache is not None else None
         return self.forward(input_ids, positions, store, mask, causal)
 
+    @torch.inference_mode()
+    def continuations(self, cache, keep: int, rows: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+        """Final-norm hidden states [n, branches, new, hidden] of `branches` continuations `input_ids`
+        [n, branches, new] of each of the cache's rows `rows` [n] after its first `keep` positions, in one
+        pass: the branches of a row are laid side by side, and each attends to the kept prefix and to its own
+        tokens only (a block-diagonal mask, as a tree of drafts is verified), so the prefix is read once a
+        row instead of copied once a branch. The cache is left as it was."""
+        n, branches, new = input_ids.shape
+        device = input_ids.device
+        positions = torch.arange(keep, keep + new, device=device).repeat(branches)
+        own = torch.ones(new, new, dtype=torch.bool, device=device).tril()
+        mask = torch.cat([torch.ones(branches * new, keep, dtype=torch.bool, device=device),
+                          torch.block_diag(*[own] * branches)], dim=1)
+
+        def store(index: int, keys: torch.Tensor, values: torch.Tensor):
+            layer = cache.layers[index]
+            return (torch.cat([layer.keys[rows, :, :keep], keys], dim=2),
+                    torch.cat([layer.values[rows, :, :keep], values], dim=2))
+
+        hidden = self.forward(input_ids.reshape(n, branches * new), positions, store, mask, False)
+        return hidden.reshape(n, branches, new, -1)
+
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, store, mask: torch.Tensor | None,
                 causal: bool) -> torch.Tensor:
         """The stack itself, for new tokens at `positions` [new]: `store(layer index, keys, values)`

@@ -81,6 +81,32 @@ def test_our_forward_equals_transformers_through_prefill_steps_batches_and_verif
         assert ours.get_seq_length() == theirs.get_seq_length() == 11 + 3 + 5 - 2 + 1
 
 
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+@torch.inference_mode()
+def test_branches_read_side_by_side_equal_each_branch_read_alone_by_transformers(architecture):
+    """A scan's substitutions: several continuations of each of some cache rows, cut before their token, read
+    in one pass (`continuations`); each must be what transformers computes for it alone after its row's prefix,
+    and the cache is left as it was."""
+    reference, _, lean = _reference_and_lean(ARCHITECTURES[architecture])
+    windows = torch.randint(0, 300, (3, 12))
+    ours, theirs = preallocated_cache(reference.config, 12), preallocated_cache(reference.config, 12)
+    lean(windows, ours)
+    reference.model(input_ids=windows, past_key_values=theirs, use_cache=True)
+    rows, branches = torch.tensor([2, 0, 2]), torch.randint(0, 300, (3, 4, 3))  # row 2 twice: two units of it
+    got = lean.continuations(ours, 7, rows, branches)
+    fallback = TransformersDecoder(reference).continuations(theirs, 7, rows, branches)
+    assert got.shape == fallback.shape == (3, 4, 3, 64)
+    for i, row in enumerate(rows.tolist()):
+        for j in range(4):
+            alone = preallocated_cache(reference.config, 10)
+            reference.model(input_ids=windows[row : row + 1, :7], past_key_values=alone, use_cache=True)
+            want = reference.model(input_ids=branches[i, j][None], past_key_values=alone,
+                                   use_cache=True).last_hidden_state[0]
+            torch.testing.assert_close(got[i, j], want, rtol=0, atol=1e-5)
+            torch.testing.assert_close(fallback[i, j], want, rtol=0, atol=1e-5)
+    assert ours.get_seq_length() == 12 and theirs.get_seq_length() == 12
+
+
 @torch.inference_mode()
 def test_our_forward_in_bfloat16_follows_transformers(tmp_path):
     """bf16, as on a GPU: RMSNorm statistics in float32, everything else in bf16, like transformers; the
