@@ -92,7 +92,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CARBON_UPLOADS_MAX_MB", "1024", "MB Gradio's upload cache (uploads, and its copies of the files the "
             "page shows) may hold; an upload past it is refused until the hourly clean-up", _whole(1)),
     Setting("CARBON_PRELOAD", "1", "load every served model at start (0: at its first request)", _switch),
-    Setting("CARBON_SHUTDOWN_GRACE_S", "25", "on SIGTERM, seconds running jobs have to finish their current chunk",
+    Setting("CARBON_SHUTDOWN_GRACE_S", "25", "on SIGTERM, seconds the whole close may take (running jobs finish their "
+            "current chunk in all but the last 9)",
             _whole(0)),
     # what one request may ask
     Setting("CARBON_VCF_MAX_ALTS", "5000", "ALT alleles one uploaded VCF may hold (the CLI has no limit)",

@@ -139,25 +139,35 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     return demo
 
 
+#: Of a shutdown's grace, the seconds kept for its last steps: jobs still running stop at their next checkpoint
+#: (a batch: seconds, more on a loaded host), then the queue's jobs are answered (`stop_on_sigterm`).
+STOP_AT_ONCE_S, ANSWER_QUEUE_S = 6.0, 3.0
+
+
 def stop_on_sigterm(grace_s: float, queue_holds: Callable[[], int], door: Door) -> None:
-    """SIGTERM (docker stop, a Space restarting) closes the server without losing finished work: new jobs are
-    refused, each running one stops after the chunk it is on (a VCF keeps its finished records, closed,
-    indexed and marked partial), at most `grace_s` seconds; then what still runs is stopped at its next
-    checkpoint. Before the server closes, `door` refuses what is sent and every job still in the queue
-    (`queue_holds` counts them) is answered with the shutting-down sentence, rather than lost with the queue.
-    Each step is logged."""
+    """SIGTERM (docker stop, a Space restarting) closes the server without losing finished work, all within
+    `grace_s` seconds (Docker's stop timeout leaves the process a few more to exit): new jobs are refused, each
+    running one stops after the chunk it is on (a VCF keeps its finished records, closed, indexed and marked
+    partial) in all but the last STOP_AT_ONCE_S + ANSWER_QUEUE_S of them; then what still runs is stopped at
+    its next checkpoint. Before the server closes, `door` refuses what is sent and every job still in the
+    queue (`queue_holds` counts them) is answered with the shutting-down sentence, rather than lost with the
+    queue. Each step is logged."""
 
     def on_sigterm(number, frame) -> None:
+        deadline = time.monotonic() + grace_s
+
+        def until(reserve: float) -> float:  # seconds left before the last `reserve` of the grace
+            return max(0.0, deadline - reserve - time.monotonic())
+
         log.warning("SIGTERM: closing; %d running job(s) stop after their current chunk (at most %.0f s)",
-                    stopping.running_jobs(), grace_s)
+                    stopping.running_jobs(), until(STOP_AT_ONCE_S + ANSWER_QUEUE_S))
         stopping.shut_down("SIGTERM")
-        if not stopping.wait_for_jobs(grace_s):
-            log.warning("SIGTERM: the grace of %.0f s is over; stopping %d job(s) at once", grace_s,
-                        stopping.running_jobs())
+        if not stopping.wait_for_jobs(until(STOP_AT_ONCE_S + ANSWER_QUEUE_S)):
+            log.warning("SIGTERM: the time for a chunk is over; stopping %d job(s) at once", stopping.running_jobs())
             stopping.shut_down("SIGTERM", now=True)
-            stopping.wait_for_jobs(10)
+            stopping.wait_for_jobs(until(ANSWER_QUEUE_S))
         door.close(stopping.shutdown_refusal("this job"))
-        answered = time.monotonic() + 5  # each job left in the queue meets the sentence at once as it starts
+        answered = time.monotonic() + max(0.5, until(0.5))  # each job left in the queue meets the sentence at once
         while queue_holds() and time.monotonic() < answered:
             time.sleep(0.05)
         time.sleep(0.5)  # the last results on their way to their pages

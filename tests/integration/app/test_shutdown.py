@@ -122,7 +122,7 @@ def test_sigterm_to_the_app_finishes_the_vcf_chunk_it_is_on_keeps_it_and_logs_it
     assert set(outcomes) <= {"told", "refused at the door", "closed"} and outcomes[:3] == ["told"] * 3, outcomes
     log = (out_dir / "app.log").read_text()
     assert "SIGTERM: closing; 1 running job(s) stop after their current chunk" in log, log[-3000:]
-    assert "every job has stopped; the server closes" in log and "the grace of" not in log
+    assert "every job has stopped; the server closes" in log and "the time for a chunk is over" not in log
     kept = list(out_dir.rglob("*.carbon.vcf.gz"))
     assert len(kept) == 1, log[-3000:]
     assert f"outputs kept in {kept[0].parent}" in log
