@@ -92,8 +92,8 @@ def scoring_cpu() -> str:
                      f"{f['six_over_one']:.1f}x the cost", "<= ~3x: " + ("met" if f["six_over_one"] <= 3 else
                                                                           "**not met**")])
     s = scan["scan"]
-    setup = s.get("setup", "as the model's own setup reads them")
-    rows.append([f"scan, {s['positions']} positions x 3, {setup}",
+    setup = s.get("setup", "As the model's own setup reads them.")  # a sentence: "Read in ... window."
+    rows.append([f"scan, {s['positions']} positions x 3, {setup[0].lower()}{setup[1:].rstrip('.')}",
                  f"{s['scan_s']:.1f} s",
                  f"each scored alone: {s['alone_s']:.1f} s", f"{_x(s['alone_s'] / s['scan_s'], 3)} faster", ">= 3x"])
     for kind, what in (("clustered", "clustered SNVs (all three alternates at each of their positions)"),
