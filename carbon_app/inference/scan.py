@@ -171,11 +171,10 @@ def substitution_deltas(bundle: Backend, seq: str, positions, spec: ScoringSpec,
     if not bundle.capabilities.holds_cache:
         _substitutions_read_alone(bundle, seq, positions, spec, alternates, frame_deltas, progress)
         return frame_deltas, prompt_text, span_lo, span_hi, size
-    read = size // bundle.k + 1  # tokens a window's pass reads: with a radius, none past its farthest reach
-    if spec.delta_radius is not None and ordered:
-        read = min(read, 2 + (max(p - lo for (lo, _), wanted in ordered for p, _ in wanted) + spec.delta_radius)
-                   // bundle.k)
-    per_pass = max(1, bundle.pass_tokens // read) if ordered else 1
+    # a window's row: `<dna>` and the tokens its pass reads
+    per_pass = max(1, bundle.pass_tokens // (1 + _tokens_read(
+        -(-size // bundle.k), max(p - lo for (lo, _), wanted in ordered for p, _ in wanted), bundle.k,
+        spec.delta_radius))) if ordered else 1
     groups: list[list[tuple[tuple[int, int], list[tuple[int, int]]]]] = []  # windows of one length, batched
     for item in ordered:
         (lo, hi), _ = item
@@ -280,6 +279,13 @@ def _token_sums(kmer_logits: torch.Tensor, allowed: torch.Tensor, tokens: torch.
     return sums
 
 
+def _tokens_read(n_tokens: int, farthest: int, k: int, delta_radius: int | None) -> int:
+    """Of a window's `n_tokens`, the tokens its substitutions' deltas read: all, or with a radius none past the
+    farthest substitution's reach (`farthest`, its base's index in the window; the model is causal, so the
+    tokens after it change nothing before it)."""
+    return n_tokens if delta_radius is None else min(n_tokens, 1 + (farthest + delta_radius) // k)
+
+
 #: Tokens of one window's branches laid side by side in a row of one pass. Their block-diagonal attention is
 #: computed whole, so long branches (a whole-window scan's hundred tokens) go one to a row: 64 measured as
 #: fast as the old one-branch-a-row passes there, and a radius scan's one-token branches all share a row.
@@ -362,8 +368,8 @@ def _scan_windows(bundle: ModelBundle, seq: str, windows: list[tuple[int, int, d
                 by_token[q // k] += [(r, q, b) for b in range(4) if BASES[b] != seq[pos0] and BASES[b] in bases]
     # the tokens any delta reads: with a radius, none past the last substitution's reach (the model is causal,
     # so the tokens after it change nothing before it): about half of each centred window
-    needed = n_tokens if delta_radius is None else min(n_tokens, 1 + max(
-        ((q + delta_radius) // k for jobs in by_token.values() for _, q, _ in jobs), default=0))
+    needed = _tokens_read(n_tokens, max((q for jobs in by_token.values() for _, q, _ in jobs), default=0), k,
+                          delta_radius)
     cache = preallocated_cache(config, width)
     hidden = bundle.hidden_states(ids[:, : first + needed], cache)[:, first:]  # [rows, needed, H]: predicts token i
     ref_kmer_logits = bundle.kmer_logits(hidden)
