@@ -1116,6 +1116,7 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             designs, seeds = [], []
             for _ in range(2):
                 page.get_by_role("button", name="Generate").click()
+                expect(page.get_by_text("bases/s")).to_have_count(0)  # the last result is cleared, not read again
                 page.get_by_text("bases/s").first.wait_for()
                 made = page.get_by_text("Made with model").first.inner_text()
                 seeds.append(made.split("seed ")[1].split(";")[0])
