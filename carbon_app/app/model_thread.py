@@ -124,7 +124,7 @@ def stops_when_dropped(fn: Callable, heartbeat=None) -> Callable:
                 item = next(steps, done)
                 return item, item is done
 
-        finished = False
+        finished, waiting = False, None
         try:
             while not finished:
                 waiting = asyncio.wrap_future(_step_threads.submit(contextvars.copy_context().run, step))
@@ -141,6 +141,9 @@ def stops_when_dropped(fn: Callable, heartbeat=None) -> Callable:
         finally:
             if not finished:
                 asked.set()
+                if waiting is not None:  # nobody reads the dropped step's end (its `Stopped`, or an error the
+                    # handler has already logged): taken here, not logged as "never retrieved" when it is collected
+                    waiting.add_done_callback(lambda step_ended: step_ended.cancelled() or step_ended.exception())
                 if steps is not None:  # closed once its running step has stopped, off the event loop
                     _step_threads.submit(_close_after, lock, steps)
     return run

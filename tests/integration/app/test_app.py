@@ -285,8 +285,10 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
             page.get_by_role("button", name="Generate").click()
             page.get_by_text("the number of samples must be between 1 and 64, not 65").first.wait_for()
 
-        page.get_by_label("Samples (1-64)", exact=True).fill("8")
-        bases.fill("1400")  # long enough to be stopped halfway
+        # the longest design the demo model makes (its context holds 1,530 new bases), 64 at once: about 6 s on
+        # an idle core, so the Stop lands halfway even when a loaded machine delays the click by seconds
+        page.get_by_label("Samples (1-64)", exact=True).fill("64")
+        bases.fill("1500")
         page.get_by_role("button", name="Generate").click()
         page.get_by_text("generating…").first.wait_for()
         stop = page.get_by_role("button", name="Stop", exact=True)
@@ -302,9 +304,9 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
         said.wait_for()
         made, asked = (int(n.replace(",", "")) for n in re.search(r"Stopped after ([\d,]+) of ([\d,]+) bases",
                                                                    said.inner_text()).groups())
-        assert 0 < made < asked == 1400 and page.get_by_text("generating…").count() == 0
+        assert 0 < made < asked == 1500 and page.get_by_text("generating…").count() == 0
         fasta = _downloaded(page, "designs.fa")
-        assert fasta.count(">design_") == 8 and all(f"bases={made}" in line for line in fasta.splitlines()
+        assert fasta.count(">design_") == 64 and all(f"bases={made}" in line for line in fasta.splitlines()
                                                      if line.startswith(">"))
         browser.close()
 
@@ -506,10 +508,12 @@ def _long_scan(client):
 
 
 @pytest.mark.parametrize("drop", ["cancel", "disconnect"])
-def test_a_long_job_that_is_dropped_stops_within_seconds_and_frees_the_model(server, client, drop):
+def test_a_long_job_that_is_dropped_stops_within_seconds_and_frees_the_model(server, server_out, client, drop):
     """A scan (one result, no stream) cancelled through the API, or whose client process dies (a closed tab):
-    it stops at its next pass of windows, not minutes later, and the next request runs at once."""
+    it stops at its next pass of windows, not minutes later, and the next request runs at once; the stop is
+    not logged as an error (a step nobody waits for any more)."""
     stopped = _stopped(client)
+    tracebacks = (server_out / "app.log").read_text().count("Traceback")
     if drop == "cancel":
         job = _long_scan(client)
     else:
@@ -537,6 +541,7 @@ def test_a_long_job_that_is_dropped_stops_within_seconds_and_frees_the_model(ser
                             api_name="/generate")[-1]
     assert quick["done"] and time.time() - dropped_at < 30  # not the scan's minutes
     assert _stopped(watcher) == stopped + 1
+    assert (server_out / "app.log").read_text().count("Traceback") == tracebacks
 
 
 def test_an_overloaded_queue_answers_busy_instead_of_growing(tmp_path):
