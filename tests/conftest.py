@@ -50,6 +50,17 @@ def pytest_configure(config):
 INTEGRATION = REPO / "tests" / "integration"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_kept_in_the_run(tmp_path_factory):
+    """gradio_client leaves an empty folder in the system's temporary directory for every file it downloads
+    (thousands a run): this process's temporary files go to the run's own folder, which pytest prunes."""
+    import tempfile
+
+    kept, tempfile.tempdir = tempfile.tempdir, str(tmp_path_factory.mktemp("tmp"))
+    yield
+    tempfile.tempdir = kept
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` chooses: the folder is the tier
 def pytest_collection_modifyitems(config, items):
     import torch
