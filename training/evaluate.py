@@ -113,19 +113,30 @@ class MarkovModel:
             history.append(base)
         return "".join("ATCG"[d] for d in out)
 
-    def loglik(self, seq: str, order: int) -> float:
-        """Log-likelihood of `seq` (contexts seen fewer than 10 times back off; +0.5 smoothing); a base
-        other than A/C/G/T (an N) scores nothing and starts the context afresh."""
-        history: list[int] = []
-        total = 0.0
-        for base in seq:
-            if base not in _DIGIT:
-                history = []
-                continue
-            row = self._row(history, order, min_count=10) + 0.5
-            total += float(np.log(row[_DIGIT[base]] / row.sum()))
-            history.append(_DIGIT[base])
-        return total
+    def loglik(self, seq: str, order: int, min_count: int = 10) -> float:
+        """Log-likelihood of `seq` (contexts seen fewer than `min_count` times back off; +0.5 smoothing); a
+        base other than A/C/G/T (an N) scores nothing and starts the context afresh. Every base at once: the
+        context each base has at each order, then the longest of them seen often enough."""
+        digits = np.array([_DIGIT.get(base, -1) for base in seq], dtype=np.int64)
+        at = np.arange(len(digits))
+        # the bases of history each base has: those since the sequence's start or its last N
+        breaks = np.maximum.accumulate(np.where(digits < 0, at, -1))
+        history = at - np.concatenate(([-1], breaks[:-1])) - 1
+        known = np.maximum(digits, 0)
+        contexts = [np.zeros(len(digits), dtype=np.int64)]  # each base's context of k bases (`_row`'s index)
+        chosen = np.zeros(len(digits), dtype=np.int64)  # order 0 where nothing longer was seen often enough
+        for k in range(1, order + 1):
+            before = np.concatenate((np.zeros(min(k, len(digits)), dtype=np.int64), known[: max(len(digits) - k, 0)]))
+            contexts.append(contexts[-1] + before * 4 ** (k - 1))
+            seen = (history >= k) & (self.counts[k].sum(axis=1)[contexts[k]] >= min_count)
+            chosen[seen] = k
+        scored = digits >= 0
+        rows = np.zeros((len(digits), 4), dtype=np.float64)
+        for k in range(order + 1):
+            here = scored & (chosen == k)
+            rows[here] = self.counts[k][contexts[k][here]]
+        rows = rows[scored] + 0.5
+        return float(np.log(rows[np.arange(len(rows)), digits[scored]] / rows.sum(axis=1)).sum())
 
 
 def accuracy(predicted: str, truth: str) -> float:

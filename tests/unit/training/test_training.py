@@ -620,6 +620,36 @@ def test_markov_baseline_learns_what_it_saw():
     assert accuracy(markov.recover(context, 30, order=0), truth) < 1
 
 
+def test_the_markov_baseline_reads_each_base_in_the_longest_context_seen_often_enough():
+    """Its log-likelihood (every base at once) against the definition, a base at a time: a context of k bases
+    is read where the base has k bases since the start or the last N and it was seen at least 10 times."""
+    import math
+
+    rng = np.random.default_rng(3)
+    markov = MarkovModel(rng.integers(0, 4, size=(20, 300)), max_order=6)  # order 6: few contexts seen 10 times
+    seq = "".join(rng.choice(list("ACGT"), 120)) + "NN" + "".join(rng.choice(list("ACGT"), 80)) + "N" + "GATTACA"
+
+    def by_hand(seq: str, order: int) -> float:
+        total, history = 0.0, []
+        for base in seq:
+            if base == "N":
+                history = []
+                continue
+            for k in range(min(order, len(history)), -1, -1):
+                row = markov.counts[k][sum(d * 4 ** (k - 1 - i) for i, d in enumerate(history[len(history) - k:]))]
+                if k == 0 or row.sum() >= 10:
+                    break
+            digit = "ATCG".index(base)
+            total += math.log((row[digit] + 0.5) / (row.sum() + 2.0))
+            history.append(digit)
+        return total
+
+    for order in (0, 1, 3, 6):
+        for scored in (seq, "GAT", "NAC"):  # the short ones: shorter than the context
+            assert markov.loglik(scored, order) == pytest.approx(by_hand(scored, order), rel=1e-12), (scored, order)
+    assert markov.loglik("", 3) == 0.0 and markov.loglik("NNN", 6) == 0.0
+
+
 def test_a_time_budget_cuts_the_steps_to_the_measured_speed():
     from training.train import TrainConfig, steps_within
 
