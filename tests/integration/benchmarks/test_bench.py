@@ -84,6 +84,10 @@ def test_the_gpu_report_runs_on_a_cpu_and_writes_every_figure(tmp_path, capsys, 
     def broken(*args, **kwargs):
         raise RuntimeError("CUDA error: an illegal memory access")
 
+    # the runs below are about how a failed or cut-short stage is recorded: the stages measured above give the
+    # same figures again, not measured twice more
+    monkeypatch.setattr(module, "measure_shape", lambda *args, **kwargs: figures)
+    monkeypatch.setattr(module, "loading_report", lambda *args, **kwargs: report["loading_8B"])
     monkeypatch.setattr(module, "scoring_ratios", broken)  # one stage fails: recorded, the others still run
     report = gpu_report("cpu", ["tiny"], out, repeats=1, run_tests=False)
     assert report["scoring"] == {"error": "RuntimeError: CUDA error: an illegal memory access"}
