@@ -1130,9 +1130,11 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
 
             bases.fill("300")
             page.get_by_label(f"Samples (1-{MAX_SAMPLES})", exact=True).fill("16")
+            _watch_progress(page, ".carbon-seq", ".carbon-seq")
             page.get_by_role("button", name="Generate").click()
             expect(page.get_by_text("bases/s")).to_have_count(0)  # the last result is cleared
-            shown, covered = _progress_while(page, ".carbon-seq", page.get_by_text("bases/s"))
+            page.get_by_text("bases/s").first.wait_for()
+            shown, covered = _progress_seen(page)
             assert shown and not covered, (shown, covered)  # no bar over a design as it streams
             assert _header_stays_in_view(page, "design") == pytest.approx(0, abs=2)  # the 16 designs' checks
             # what a person ranks designs by is on screen whole, and each row's name stays as the rest scrolls by
@@ -1158,11 +1160,11 @@ def test_what_a_biologist_meets_at_desktop_and_phone_width(server, server_out, t
             expect(page.get_by_placeholder("120:A>G, 57:AT>A, 88:C>CTT in the sequence", exact=False)).to_have_value(
                 HBB["variants"][0]["variant"])
             page.get_by_label("Context (bases either side, 0 = off)", exact=True).first.fill("10")
+            # the ranking's bar (it follows the verdict and its link line) has a line of its own, over neither
+            _watch_progress(page, ".carbon-share, .carbon-progress ~ div, h1, h2, h3, p", ".carbon-share")
             page.get_by_role("button", name="Score variant").click()
-            page.get_by_text("delta = LL(alt)").first.wait_for()
-            # the ranking's bar has a line of its own, over neither the verdict nor the link line
-            shown, covered = _progress_while(page, ".carbon-share, .carbon-progress ~ div, h1, h2, h3, p",
-                                             page.get_by_text("possible substitutions within 10 bases"))
+            page.get_by_text("possible substitutions within 10 bases").first.wait_for()
+            shown, covered = _progress_seen(page)
             assert shown and not covered, (shown, covered)
             page.get_by_role("columnheader", name="ref position").first.wait_for()
             assert _header_stays_in_view(page, "ref position") == pytest.approx(0, abs=2)  # Gradio's own table
@@ -1199,23 +1201,36 @@ def _box(locator) -> dict:
     return locator.first.bounding_box()
 
 
-def _progress_while(page, content: str, done) -> tuple[int, int]:
-    """Until `done` (a locator) shows: how often a progress bar (Gradio's loading status: its `.wrap.default`
-    unless hidden) was seen beside shown `content` (a CSS selector), and how often one covered it."""
-    shown = covered = 0
-    while not done.count():
-        state = page.evaluate("""(content) => {
-          // shown: on screen with a size (a folded <details>' text keeps its box, hidden: checkVisibility says so)
-          const seen = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
-                                                                         && e.checkVisibility(); };
-          const meet = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
-          const boxes = s => [...document.querySelectorAll(s)].filter(seen).map(e => e.getBoundingClientRect());
-          const held = boxes(content), bars = boxes('.wrap.default:not(.hide), .progress-text, .eta-bar');
-          return {shown: held.length > 0 && bars.length > 0, covered: bars.some(b => held.some(h => meet(b, h)))};
-        }""", content)
-        shown, covered = shown + state["shown"], covered + state["covered"]
-        time.sleep(0.1)
-    return shown, covered
+def _watch_progress(page, content: str, result: str) -> None:
+    """From now until `_progress_seen`: at every change of the page (a MutationObserver, so a run of half a
+    second is watched as closely as a long one), whether a progress bar (Gradio's loading status: its
+    `.wrap.default` unless hidden) was shown beside shown `content` (a CSS selector), and whether one covered
+    it; counted while `result` (a selector) is shown, once the last run's result has been cleared."""
+    page.evaluate("""([content, result]) => {
+      // shown: on screen with a size (a folded <details>' text keeps its box, hidden: checkVisibility says so)
+      const seen = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+                                                                     && e.checkVisibility(); };
+      const meet = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+      const boxes = s => [...document.querySelectorAll(s)].filter(seen).map(e => e.getBoundingClientRect());
+      const seenSoFar = window.carbonProgress = {shown: 0, covered: 0, cleared: false};
+      window.carbonProgressWatch?.disconnect();
+      window.carbonProgressWatch = new MutationObserver(() => {
+        const shownNow = boxes(result).length > 0;
+        seenSoFar.cleared ||= !shownNow;
+        if (!seenSoFar.cleared || !shownNow) return;
+        const held = boxes(content), bars = boxes('.wrap.default:not(.hide), .progress-text, .eta-bar');
+        seenSoFar.shown += held.length > 0 && bars.length > 0;
+        seenSoFar.covered += bars.some(b => held.some(h => meet(b, h)));
+      });
+      window.carbonProgressWatch.observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                         characterData: true});
+    }""", [content, result])
+
+
+def _progress_seen(page) -> tuple[int, int]:
+    """What `_watch_progress` saw: (changes with a bar beside the content, changes with one over it)."""
+    return tuple(page.evaluate("""() => { window.carbonProgressWatch.disconnect();
+                                         return [window.carbonProgress.shown, window.carbonProgress.covered]; }"""))
 
 
 def _header_stays_in_view(page, header: str) -> float:
