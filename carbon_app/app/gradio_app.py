@@ -106,7 +106,10 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
     examples, hbb = Page.load_examples()
     # uploads and Gradio's copies of served files: cleared hourly once older than the results' retention age
     age = max(1, int(service.config.retention.max_age_s))
-    with gr.Blocks(title="Carbon Studio", delete_cache=(min(3600, age), age)) as demo:
+    # analytics off: Gradio's default sends a version check and usage reports to its own servers from every
+    # deployment; a self-hosted server talks to its model server and the hub only (where the outside is
+    # unreachable, each report also held the process ~20 s at its exit, waiting on DNS)
+    with gr.Blocks(title="Carbon Studio", delete_cache=(min(3600, age), age), analytics_enabled=False) as demo:
         gr.Markdown("# Carbon Studio\nDesign DNA and score variants with the Carbon DNA language models "
                     "(6-mer tokens, base-level inference).")
         if service.config.notice:

@@ -359,3 +359,42 @@ def test_uploads_keep_to_each_visitors_hourly_budget_and_the_caches_cap_at_full_
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A proxy that records each request that reaches it and forwards none."""
+
+    def _record(self):
+        self.server.seen.append(f"{self.command} {self.path}")
+        self.send_response(502)
+        self.end_headers()
+
+    do_CONNECT = do_GET = do_POST = do_HEAD = _record
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_app_reports_to_no_one(tmp_path):
+    """Launched with Gradio's usage reports at Gradio's own default (on) and every outside address sent through a
+    recording proxy: the app asks no outside address (no version check, no usage report) as it starts, serves
+    its page and answers a request. (A self-hosted server talks to its model server and the hub, nothing else.)"""
+    from gradio_client import Client
+
+    from tests.conftest import launch_app
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    proxy.seen = []
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    address = f"http://127.0.0.1:{proxy.server_address[1]}"
+    outside = {name: address for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
+    loopback = {name: "127.0.0.1,localhost" for name in ("NO_PROXY", "no_proxy")}
+    process, url = launch_app(tmp_path, GRADIO_ANALYTICS_ENABLED="True", **outside, **loopback)
+    try:
+        assert b"Carbon Studio" in urllib.request.urlopen(url, timeout=30).read()
+        assert Client(url, verbose=False).predict(api_name="/models")[2]["requests_running"] == 0
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        proxy.shutdown()
+    assert proxy.seen == []
