@@ -33,6 +33,9 @@ if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() el
   device_flags=(--dtype float32 --gpu-memory-utilization 0.2 --enforce-eager)
 fi
 export VLLM_HOST_IP="${VLLM_HOST_IP:-127.0.0.1}"  # its internal sockets stay on loopback
+# vLLM reports usage to its maintainers' server (at start, then every 10 minutes, on a GPU) unless told not to;
+# a Carbon Studio deployment reports to no one (set VLLM_NO_USAGE_STATS=0 to send them)
+export VLLM_NO_USAGE_STATS="${VLLM_NO_USAGE_STATS:-1}"
 # Carbon's design plugin (masks, base-level sampling): a logits processor of the V1 model runner's
 # interface, read from this checkout; --logprobs-mode processed_logprobs returns what each generated token
 # was drawn from (prompt log-probs, which scoring reads, are the model's own either way).

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -361,18 +362,34 @@ def test_uploads_keep_to_each_visitors_hourly_budget_and_the_caches_cap_at_full_
         process.wait(timeout=30)
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """A proxy that records each request that reaches it and forwards none."""
 
-    def _record(self):
-        self.server.seen.append(f"{self.command} {self.path}")
-        self.send_response(502)
-        self.end_headers()
 
-    do_CONNECT = do_GET = do_POST = do_HEAD = _record
+@contextmanager
+def _recording_proxy():
+    """A proxy on loopback that records each request reaching it and forwards none: (the environment that sends
+    a child process's every outside address through it, the list of what reached it)."""
 
-    def log_message(self, *args):
-        pass
+    class Recorder(BaseHTTPRequestHandler):
+        def record(self):
+            self.server.seen.append(f"{self.command} {self.path}")
+            self.send_response(502)
+            self.end_headers()
+
+        do_CONNECT = do_GET = do_POST = do_PUT = do_HEAD = record
+
+        def log_message(self, *args):
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    proxy.seen = []
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    address = f"http://127.0.0.1:{proxy.server_address[1]}"
+    env = {**{name: address for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")},
+           **{name: "127.0.0.1,localhost" for name in ("NO_PROXY", "no_proxy")}}
+    try:
+        yield env, proxy.seen
+    finally:
+        proxy.shutdown()
 
 
 def test_the_app_reports_to_no_one(tmp_path):
@@ -383,18 +400,12 @@ def test_the_app_reports_to_no_one(tmp_path):
 
     from tests.conftest import launch_app
 
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    proxy.seen = []
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    address = f"http://127.0.0.1:{proxy.server_address[1]}"
-    outside = {name: address for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
-    loopback = {name: "127.0.0.1,localhost" for name in ("NO_PROXY", "no_proxy")}
-    process, url = launch_app(tmp_path, GRADIO_ANALYTICS_ENABLED="True", **outside, **loopback)
-    try:
-        assert b"Carbon Studio" in urllib.request.urlopen(url, timeout=30).read()
-        assert Client(url, verbose=False).predict(api_name="/models")[2]["requests_running"] == 0
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        proxy.shutdown()
-    assert proxy.seen == []
+    with _recording_proxy() as (outside, seen):
+        process, url = launch_app(tmp_path, GRADIO_ANALYTICS_ENABLED="True", **outside)
+        try:
+            assert b"Carbon Studio" in urllib.request.urlopen(url, timeout=30).read()
+            assert Client(url, verbose=False).predict(api_name="/models")[2]["requests_running"] == 0
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    assert seen == []
