@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -141,9 +142,13 @@ def _chromium(playwright):
 
 
 def _new_page(browser, width: int, height: int):
-    """A page whose waits for text (a result, a message) last up to WAIT_S."""
+    """A page whose waits for text (a result, a message) last up to WAIT_S; `page.asked_outside` lists every
+    address beyond the app's own that it asked for (a font, a script, a report)."""
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(WAIT_S * 1000)
+    page.asked_outside = []
+    page.on("request", lambda request: page.asked_outside.append(request.url)
+            if urllib.parse.urlsplit(request.url).hostname not in (None, "127.0.0.1", "localhost") else None)
     return page
 
 
@@ -167,6 +172,7 @@ def test_a_person_in_a_browser_can_use_every_tab(server, server_out, tmp_path):
         browser, page = _design_at_width(p, server, 1400, 1800, 90)
         with _evidence_on_failure(page, tmp_path, server_out):
             _use_every_tab(page, tmp_path)
+        assert page.asked_outside == []  # every font, script and style from the app itself: it works offline
         browser.close()
     shot = REPO.parent / "screenshots"
     if os.environ.get("CARBON_KEEP_SCREENSHOTS"):
