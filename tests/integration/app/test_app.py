@@ -142,8 +142,12 @@ def _chromium(playwright):
 
 
 def _new_page(browser, width: int, height: int):
-    """A page whose waits for text (a result, a message) last up to WAIT_S; `page.asked_outside` lists every
-    address beyond the app's own that it asked for (a font, a script, a report)."""
+    """A page whose waits for text (a result, a message) and `expect`s last up to WAIT_S (a loaded machine is slow,
+    not failing); `page.asked_outside` lists every address beyond the app's own that it asked for (a font, a
+    script, a report)."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_S * 1000)
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(WAIT_S * 1000)
     page.asked_outside = []
