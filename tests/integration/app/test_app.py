@@ -304,10 +304,15 @@ def test_in_the_browser_numbers_are_refused_by_name_and_stop_stops_a_design(serv
         stop = page.get_by_role("button", name="Stop", exact=True)
         box = stop.bounding_box()
         assert box["width"] >= 44 and box["height"] >= 30 and box["x"] + box["width"] <= width  # a thumb's target
+        cancels = []  # what the page asked the server, for a failure's message
+        page.on("request", lambda request: cancels.append(f"sent {request.post_data}")
+                if request.url.endswith("/cancel") else None)
+        page.on("response", lambda response: cancels.append(f"answered {response.status}")
+                if response.url.endswith("/cancel") else None)
         stop.click()
         # with the page still open: the button itself stopped it, not a closed connection
         assert _idle(client), "the stopped design still holds its request"
-        assert _stopped(client) == stopped_before + 1
+        assert _stopped(client) == stopped_before + 1, (page.get_by_text("bases/s").count(), cancels)
         assert page.get_by_text("bases/s").count() == 0  # it never finished
         # and the page says so, keeps what was made and offers it: no "generating…" left for good
         said = page.get_by_text("Stopped after").first
