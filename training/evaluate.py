@@ -95,6 +95,7 @@ class MarkovModel:
                 index = index * 4 + np.maximum(column, 0)
                 valid &= column >= 0
             self.counts.append(np.bincount(index[valid], minlength=4 ** (order + 1)).reshape(-1, 4))
+        self.seen = [counts.sum(axis=1) for counts in self.counts]  # how often each context was seen, by order
 
     def _row(self, history: list[int], order: int, min_count: int = 1) -> np.ndarray:
         for k in range(order, -1, -1):
@@ -128,8 +129,7 @@ class MarkovModel:
         for k in range(1, order + 1):
             before = np.concatenate((np.zeros(min(k, len(digits)), dtype=np.int64), known[: max(len(digits) - k, 0)]))
             contexts.append(contexts[-1] + before * 4 ** (k - 1))
-            seen = (history >= k) & (self.counts[k].sum(axis=1)[contexts[k]] >= min_count)
-            chosen[seen] = k
+            chosen[(history >= k) & (self.seen[k][contexts[k]] >= min_count)] = k
         scored = digits >= 0
         rows = np.zeros((len(digits), 4), dtype=np.float64)
         for k in range(order + 1):
