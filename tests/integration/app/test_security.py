@@ -42,31 +42,39 @@ sys.addaudithook(_hook)
 CANARY_SPECIES = "canaryspecies"  # a tag only the canary model's scheme has: seen in an answer = its file was read
 
 
-class FakeHub(BaseHTTPRequestHandler):
-    """Answers every request with 404 and remembers it."""
-
-    requests: list[str] = []
+class Recorder(BaseHTTPRequestHandler):
+    """Answers every request (a proxy's CONNECT too) with 404 and remembers it in its server's `seen`."""
 
     def _answer(self):
-        FakeHub.requests.append(f"{self.command} {self.path}")
+        self.server.seen.append(f"{self.command} {self.path}")
         self.send_response(404)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         self.wfile.write(b'{"error": "Repository not found"}')
 
-    do_GET = do_HEAD = do_POST = _answer
+    do_GET = do_HEAD = do_POST = do_PUT = do_CONNECT = _answer
 
     def log_message(self, *args):  # quiet
         pass
 
 
+@contextmanager
+def recording_server():
+    """A `Recorder` on loopback while the block runs: (its URL, the requests that reached it)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
+    finally:
+        server.shutdown()
+
+
 @pytest.fixture(scope="module")
 def fake_hub():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    """A hub that has nothing: (its URL, what it was asked)."""
+    with recording_server() as hub:
+        yield hub
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +91,7 @@ def canary(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def probed_server(tmp_path_factory, fake_hub, canary):
+    hub_url, _ = fake_hub
     work = tmp_path_factory.mktemp("probed")
     (work / "hook").mkdir()
     (work / "hook" / "sitecustomize.py").write_text(AUDIT_HOOK)
@@ -91,7 +100,7 @@ def probed_server(tmp_path_factory, fake_hub, canary):
     log = work / "app.log"
     try:
         process, url = start_app(log, CARBON_MODEL="", CARBON_OUTPUT_DIR=str(work / "out"), HF_HUB_OFFLINE="0",
-                                 HF_ENDPOINT=fake_hub, PYTHONPATH=str(work / "hook"),
+                                 HF_ENDPOINT=hub_url, PYTHONPATH=str(work / "hook"),
                                  CARBON_TEST_CANARY=str(canary), CARBON_TEST_AUDIT_LOG=str(audit_log))
     except RuntimeError as exc:
         pytest.fail(str(exc))
@@ -163,8 +172,9 @@ def attack(inputs: list[tuple[str, object]], name: str, canary: Path, only: int 
     return data
 
 
-def test_no_handler_lets_a_client_reach_the_hub_or_read_a_directory_it_names(probed_server, canary):
+def test_no_handler_lets_a_client_reach_the_hub_or_read_a_directory_it_names(probed_server, fake_hub, canary):
     url, audit_log, log = probed_server
+    _, hub_asked = fake_hub
     found = handlers(url)
     by_api = {h["api_name"] for h in found}
     # the handlers that take a model name, queued or not, are all among those probed
@@ -181,7 +191,7 @@ def test_no_handler_lets_a_client_reach_the_hub_or_read_a_directory_it_names(pro
                     answers.append(call(url, handler["fn_index"], attack(handler["inputs"], name, canary, only=i),
                                         handler["queued"]))
     assert len(answers) > 200
-    assert FakeHub.requests == [], f"the hub was asked: {FakeHub.requests[:5]}"
+    assert hub_asked == [], f"the hub was asked: {hub_asked[:5]}"
     assert audit_log.read_text() == "", f"the server read the canary directory: {audit_log.read_text()[:500]}"
     assert not any(CANARY_SPECIES in a["text"] or "canary card" in a["text"] for a in answers)
     # Gradio's own refusals (an upload path it did not receive, an example index that is not one) log their
@@ -362,36 +372,6 @@ def test_uploads_keep_to_each_visitors_hourly_budget_and_the_caches_cap_at_full_
         process.wait(timeout=30)
 
 
-
-
-@contextmanager
-def _recording_proxy():
-    """A proxy on loopback that records each request reaching it and forwards none: (the environment that sends
-    a child process's every outside address through it, the list of what reached it)."""
-
-    class Recorder(BaseHTTPRequestHandler):
-        def record(self):
-            self.server.seen.append(f"{self.command} {self.path}")
-            self.send_response(502)
-            self.end_headers()
-
-        do_CONNECT = do_GET = do_POST = do_PUT = do_HEAD = record
-
-        def log_message(self, *args):
-            pass
-
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    proxy.seen = []
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    address = f"http://127.0.0.1:{proxy.server_address[1]}"
-    env = {**{name: address for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")},
-           **{name: "127.0.0.1,localhost" for name in ("NO_PROXY", "no_proxy")}}
-    try:
-        yield env, proxy.seen
-    finally:
-        proxy.shutdown()
-
-
 def test_the_app_reports_to_no_one(tmp_path):
     """Launched with Gradio's usage reports at Gradio's own default (on) and every outside address sent through a
     recording proxy: the app asks no outside address (no version check, no usage report) as it starts, serves
@@ -400,7 +380,10 @@ def test_the_app_reports_to_no_one(tmp_path):
 
     from tests.conftest import launch_app
 
-    with _recording_proxy() as (outside, seen):
+    with recording_server() as (proxy, seen):
+        # every outside address through the recorder, as through a proxy (loopback not)
+        outside = {**{name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")},
+                   **{name: "127.0.0.1,localhost" for name in ("NO_PROXY", "no_proxy")}}
         process, url = launch_app(tmp_path, GRADIO_ANALYTICS_ENABLED="True", **outside)
         try:
             assert b"Carbon Studio" in urllib.request.urlopen(url, timeout=30).read()
