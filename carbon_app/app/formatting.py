@@ -22,43 +22,71 @@ GROUP = 10  # bases per group, and LINE per line, as GenBank and SnapGene lay se
 
 
 def sequence_block(seq: str, first: int = 1, marked: set[int] | None = None, highlight: dict[int, str] | None = None,
-                   title: str = "") -> str:
+                   title: str = "", coloured: bool = True) -> str:
     """Bases as a biologist reads them: 60 a line in groups of 10, each line led by its first position
-    (numbered from `first`), coloured by base; positions in `marked` (0-based) underlined (fixed by a
-    mask), those in `highlight` drawn on the given background (a variant)."""
+    (numbered from `first`), coloured by base (a run of one base is one element: `BASE_CSS` colours it);
+    positions in `marked` (0-based) underlined (fixed by a mask), those in `highlight` drawn on the given
+    background (a variant). Not `coloured`: the bases as plain text (the marks kept), a tenth of the
+    elements for a browser to lay out, for designs still streaming."""
     marked, highlight = marked or set(), highlight or {}
     width = len(f"{first + max(len(seq) - 1, 0):,}")
+
+    def special(at: int) -> bool:
+        return at in marked or at in highlight
+
+    def run_html(bases: str, at: int) -> str:
+        base = bases[0]
+        style = [f"background:{highlight[at]};font-weight:bold"] if at in highlight else []
+        if at in marked:
+            style.append("text-decoration:underline")
+        attributes = (f' class="b{base}"' if coloured and base in BASE_COLOURS else "") + \
+            (f' style="{";".join(style)}"' if style else "")
+        return f"<span{attributes}>{html.escape(bases)}</span>" if attributes else html.escape(bases)
+
     lines = []
     for start in range(0, len(seq), LINE):
         groups = []
         for g in range(start, min(start + LINE, len(seq)), GROUP):
-            spans = []
-            for i in range(g, min(g + GROUP, len(seq), start + LINE)):
-                style = f"color:{BASE_COLOURS.get(seq[i], '#555')}"
-                if i in marked:
-                    style += ";text-decoration:underline"
-                if i in highlight:
-                    style += f";background:{highlight[i]};font-weight:bold"
-                spans.append(f'<span style="{style}">{html.escape(seq[i])}</span>')
-            groups.append("".join(spans))
+            runs, i, end = [], g, min(g + GROUP, len(seq), start + LINE)
+            while i < end:  # a run of one base; a marked or highlighted base stands alone
+                j = i + 1
+                if not special(i):
+                    while j < end and seq[j] == seq[i] and not special(j):
+                        j += 1
+                runs.append(run_html(seq[i:j], i))
+                i = j
+            groups.append("".join(runs))
         lines.append(f'<span class="carbon-ruler">{first + start:>{width},}</span> ' + " ".join(groups))
     heading = f"<b>{html.escape(title)}</b><br>" if title else ""
     return f'<div class="carbon-seq">{heading}' + "\n".join(lines) + "</div>"
 
 
-def bases_html(prompt: str, fixed: str, sequences: list[str], mask: str | None = None) -> str:
+#: The page's colour for each base in a sequence block (the plots' own colours), as CSS rules.
+BASE_CSS = "".join(f".carbon-seq .b{base} {{ color: {colour}; }}\n" for base, colour in BASE_COLOURS.items())
+
+
+#: the most bases the page colours at once: past it a design's bases are plain text (64 designs of 1,500 bases
+#: coloured took a browser 7 s to lay out, on top of the model's 6 s; the colours help read a few, not thousands)
+COLOURED_BASES = 20_000
+
+
+def bases_html(prompt: str, fixed: str, sequences: list[str], mask: str | None = None, coloured: bool = True) -> str:
     """Each design as a numbered block (1 = its first new base) under the prompt's last bases; bases a mask
-    fixes are underlined."""
+    fixes are underlined; coloured by base (unless not `coloured`, or past COLOURED_BASES in all)."""
+    too_many = sum(map(len, sequences)) > COLOURED_BASES
+    coloured = coloured and not too_many
     marked = {i for i, code in enumerate(mask or "") if code in "ACGT"}
     shown = prompt[-LINE:]
     context = (f'<div class="carbon-prompt">prompt{" (last 60 bases)" if len(prompt) > LINE else ""}: '
                f'<span>{html.escape(shown)}</span>'
                + (f" (its last {len(fixed)} base{'s continue' if len(fixed) > 1 else ' continues'} into the first "
                   "generated 6-mer)" if fixed else "") + "</div>") if prompt else ""
-    blocks = [sequence_block(seq, 1, marked, title=f"design {i} ({len(seq):,} bases)")
+    blocks = [sequence_block(seq, 1, marked, title=f"design {i} ({len(seq):,} bases)", coloured=coloured)
               for i, seq in enumerate(sequences, start=1)]
     legend = ('<div style="font-size:0.85em;color:#666">positions count from the first new base'
-              + ("; underlined: fixed by the mask" if marked else "") + "</div>")
+              + ("; underlined: fixed by the mask" if marked else "")
+              + (f"; in plain text past {COLOURED_BASES:,} bases, so the page stays quick" if too_many else "")
+              + "</div>")
     return context + legend + "".join(blocks)
 
 

@@ -62,7 +62,7 @@ CSS = """
   .carbon-wide-plot { overflow-x: auto !important; }
   .carbon-wide-plot .js-plotly-plot, .carbon-wide-plot .plot-container { min-width: 880px; }
 }
-"""
+""" + fmt.BASE_CSS
 
 #: A dropdown's list closes when the focus leaves it (Gradio's stayed open after Tab, over what came next, the
 #: tabs included, and each dropdown tabbed through opened one more): leaving, it is told Escape, which closes it.

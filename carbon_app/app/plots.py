@@ -13,27 +13,56 @@ from ..core.dna import BASES
 BASE_COLOURS = {"A": "#1a7f37", "C": "#0b5cad", "G": "#b35900", "T": "#c4272d"}
 
 
+#: designs drawn each as its own line in the confidence plot; past that, every design as a median and a band
+#: (64 lines are a tangle, and 64 x 1,500 points in two panels were 7.7 MB for the page to draw)
+LINES_DRAWN = 8
+
+
 def confidence_figure(base_probs: list[list[float]], base_entropy: list[list[float]], sequences: list[str],
                       offset: int = 0) -> go.Figure:
-    """Per generated base: probability of the chosen base and the entropy (bits) it was drawn from."""
+    """Per generated base: probability of the chosen base and the entropy (bits) it was drawn from; the first
+    LINES_DRAWN designs a line each, and where there are more, all of them as their median and 10-90% band."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("P(chosen base)", "entropy (bits)"))
     palette = plotly.colors.qualitative.Plotly
-    for i, (probs, entropy, seq) in enumerate(zip(base_probs, base_entropy, sequences, strict=True)):
-        x = np.arange(offset + 1, offset + len(probs) + 1)
+    panels = ((1, base_probs, "P = %{y:.3f}"), (2, base_entropy, "%{y:.2f} bits"))
+    for i, seq in enumerate(sequences[:LINES_DRAWN]):
+        x = np.arange(offset + 1, offset + len(seq) + 1)
         name = f"sample {i + 1}"
         hover = [f"position {p}: {b}" for p, b in zip(x, seq, strict=True)]
         line = dict(color=palette[i % len(palette)])  # a sample's colour in both panels, as the one legend says
-        fig.add_trace(go.Scatter(x=x, y=probs, mode="lines", name=name, legendgroup=name, text=hover, line=line,
-                                 hovertemplate="%{text}<br>P = %{y:.3f}<extra></extra>"), row=1, col=1)
-        fig.add_trace(go.Scatter(x=x, y=entropy, mode="lines", name=name, legendgroup=name, showlegend=False,
-                                 text=hover, line=line, hovertemplate="%{text}<br>%{y:.2f} bits<extra></extra>"),
-                      row=2, col=1)
+        for row, values, shown in panels:
+            fig.add_trace(go.Scatter(x=x, y=np.round(values[i], 4), mode="lines", name=name, legendgroup=name,
+                                     showlegend=row == 1, text=hover, line=line,
+                                     hovertemplate=f"%{{text}}<br>{shown}<extra></extra>"), row=row, col=1)
+    if len(sequences) > LINES_DRAWN:
+        _all_designs_band(fig, panels, offset, len(sequences))
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(range=[0, 2.05], row=2, col=1)
     fig.update_xaxes(title_text="generated base", row=2, col=1)
     fig.update_layout(height=420, margin=dict(l=50, r=20, t=40, b=40), hovermode="x unified")
     return fig
+
+
+def _all_designs_band(fig: go.Figure, panels, offset: int, samples: int) -> None:
+    """Every design at each position, as the median (a dark line) and the 10-90% band (grey) across them
+    (a design that ends early counts where it reaches)."""
+    length = max(len(values) for values in panels[0][1])
+    x = np.arange(offset + 1, offset + length + 1)
+    name = f"all {samples} designs"
+    for row, values, shown in panels:
+        padded = np.full((len(values), length), np.nan)
+        for i, design in enumerate(values):
+            padded[i, :len(design)] = design
+        low, median, high = np.round(np.nanpercentile(padded, [10, 50, 90], axis=0), 4)
+        fig.add_trace(go.Scatter(x=x, y=high, mode="lines", line=dict(width=0), legendgroup=name, showlegend=False,
+                                 hoverinfo="skip"), row=row, col=1)
+        fig.add_trace(go.Scatter(x=x, y=low, mode="lines", line=dict(width=0), fill="tonexty",
+                                 fillcolor="rgba(120,120,120,0.25)", name=f"{name}: 10-90%", legendgroup=name,
+                                 showlegend=row == 1, hoverinfo="skip"), row=row, col=1)
+        fig.add_trace(go.Scatter(x=x, y=median, mode="lines", line=dict(color="#333", width=1.5, dash="dot"),
+                                 name=f"{name}: median", legendgroup=name, showlegend=row == 1,
+                                 hovertemplate=f"median of all {samples}: {shown}<extra></extra>"), row=row, col=1)
 
 
 REF_GREY, ALT_RED = "#7f7f7f", "#d62728"

@@ -191,8 +191,10 @@ def design_tab(page: Page) -> None:
             n_bases = None  # a constraint sets the length (a protein: 3 bases a residue), as its field says
         for result, note in service.design_stream(model, prompt_bases, n_bases, bool(speculative), **options):
             progress(len(result.sequences[0]) / result.n_bases, desc="generating")
+            # while streaming, the bases as plain text: a 64 x 1,500-base design drawn coloured at every update
+            # (3.5 MB of HTML at its end) kept a browser busy for 40 s after the model's 6 s, Stop unanswered
             shown = {sequences_html: fmt.bases_html(result.prompt, result.fixed_bases, result.sequences,
-                                                    result.mask)}
+                                                    result.mask, coloured=result.done)}
             if not result.done:  # the last run's results go while this one streams
                 yield {**shown, confidence: None, logo: None, checks: "", prompt_info: "", files: None,
                        design_json: None, made: result,
@@ -231,7 +233,8 @@ def design_tab(page: Page) -> None:
             return {status: gr.skip()}
         made_bases = len(result.sequences[0]) if result.sequences else 0
         samples = len(result.sequences)
-        return {status: f"**Stopped** after {made_bases:,} of {result.n_bases:,} bases "
+        return {sequences_html: fmt.bases_html(result.prompt, result.fixed_bases, result.sequences, result.mask),
+                status: f"**Stopped** after {made_bases:,} of {result.n_bases:,} bases "
                         f"({samples} design{'s' if samples != 1 else ''}, as far as each was made): kept above and in "
                         "the downloads, without their checks. " + fmt.design_provenance(result),
                 files: service.design_files(result), fasta_copy: designs_fasta(result),
@@ -241,7 +244,7 @@ def design_tab(page: Page) -> None:
     # stops the design at its next streamed update and frees what it held (as closing the tab does), then
     # shows what was made as stopped, with its files
     stop.click(None, None, None, cancels=[running], api_visibility="private").then(
-        stopped, made, [status, files, fasta_copy, design_json, made], api_visibility="private")
+        stopped, made, [sequences_html, status, files, fasta_copy, design_json, made], api_visibility="private")
     protein = constraint_fields["protein"]
     gr.on([mask.change, n_bases.change, protein.change], guarded(mask_check), [mask, n_bases, protein], mask_status,
           api_name="check_mask", queue=False)

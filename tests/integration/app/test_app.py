@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.soak import rss_mb, visitor
 from carbon_app.app.formatting import METHOD_WORDS, delta_radius_words
+from carbon_app.app.plots import BASE_COLOURS
 from carbon_app.inference.generate import generate
 from carbon_app.inference.request import MAX_SAMPLES
 from carbon_app.inference.scan import scan_substitutions
@@ -198,12 +199,20 @@ def _evidence_on_failure(page, tmp_path, server_out):
         raise
 
 
+def _rgb(hex_colour: str) -> str:
+    """A #rrggbb colour as a browser's computed style writes it."""
+    return "rgb({}, {}, {})".format(*(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)))
+
+
 def _use_every_tab(page, tmp_path):
     """Every tab as a person uses it, after a first design."""
     page.get_by_text("design 1").first.wait_for()
     page.get_by_text("bases/s").first.wait_for()
     block = page.locator(".carbon-seq").first.inner_text()
     assert [line.split()[0] for line in block.splitlines()[1:]] == ["1", "61"]  # numbered lines of 60
+    # the finished design's bases in their colours (the page's rules for its classes), as in the plots
+    first_base = page.locator(".carbon-seq span[class^='b']").first
+    assert first_base.evaluate("e => getComputedStyle(e).color") in {_rgb(c) for c in BASE_COLOURS.values()}
     assert page.get_by_role("button", name="Copy").count() >= 1 or page.locator("button[aria-label*='opy']").count()
     page.screenshot(path=str(tmp_path / "design.png"), full_page=True)
     page.get_by_text("Design constraints (enforced while sampling)").click()

@@ -107,6 +107,39 @@ def test_a_sequence_reads_as_genbank_lays_it_out():
     assert "text-decoration:underline" in block and "background:#ffd6d6" in block
 
 
+def test_a_streaming_or_long_design_is_plain_text_with_its_marks_kept():
+    import re
+
+    from carbon_app.app.formatting import COLOURED_BASES, bases_html, sequence_block
+
+    seq = "AAACGTTTTG" * 12
+    coloured = sequence_block(seq, marked={1})
+    plain = sequence_block(seq, marked={1}, coloured=False)
+    assert re.sub(r"<[^>]+>", "", coloured) == re.sub(r"<[^>]+>", "", plain)  # the same text, numbered alike
+    assert 'class="bA"' in coloured and 'class="b' not in plain
+    assert plain.count("<span") == 2 + 1 and 'style="text-decoration:underline">A<' in plain  # rulers + the mark
+    # a run of one base is one element; a marked base stands alone
+    assert coloured.count("<span") < len(seq) and '<span class="bT">TTTT</span>' in coloured
+    few, many = ["ACGT" * 25] * 4, ["ACGT" * 250] * (COLOURED_BASES // 1000 + 1)
+    assert 'class="b' in bases_html("", "", few) and "plain text" not in bases_html("", "", few)
+    assert 'class="b' not in bases_html("", "", few, coloured=False)
+    assert 'class="b' not in bases_html("", "", many) and f"plain text past {COLOURED_BASES:,} bases" in \
+        bases_html("", "", many)
+
+
+def test_many_designs_are_drawn_as_a_band_not_a_tangle():
+    from carbon_app.app.plots import LINES_DRAWN, confidence_figure
+
+    n, length = LINES_DRAWN + 4, 30
+    probs = [[(i + 1) / (n + 1)] * length for i in range(n)]
+    fig = confidence_figure(probs, [[1.0] * length] * n, ["A" * length] * n)
+    named = [t.name for t in fig.data if t.showlegend is not False]
+    assert named == [f"sample {i}" for i in range(1, LINES_DRAWN + 1)] + [f"all {n} designs: 10-90%",
+                                                                        f"all {n} designs: median"]
+    median = next(t for t in fig.data if t.name == f"all {n} designs: median")
+    assert abs(median.y[0] - 0.5) < 1e-3  # the median of 1/13 ... 12/13
+
+
 def test_a_variant_is_shown_highlighted_in_both_alleles():
     from carbon_app.app.formatting import variant_blocks
     from carbon_app.inference.score import Variant, VariantScore
