@@ -43,8 +43,31 @@ class Capabilities:
     instead: str = ""  # where it does not: how to run work that needs it, as one clause
 
 
+@dataclass(kw_only=True)
+class BackendFields:
+    """The fields of `Backend`, declared once for both implementations (each adds its own): what the model is
+    called and where its files are, its codec, tags and card, what it reads at most, and its draft model."""
+
+    name: str
+    path: Path
+    tokenizer: CarbonTokenizer
+    tags: TagScheme
+    max_tokens: int
+    card: ModelCard
+    draft: str | None = None  # in this process, the paired draft model; on a server, its own drafter, if any
+
+    @property
+    def k(self) -> int:
+        return self.tokenizer.k
+
+    @property
+    def max_bases(self) -> int:
+        return self.max_tokens * self.k
+
+
 class Backend(Protocol):
-    """A Carbon model as the engine reads it: its codec, its card, and its forward passes."""
+    """A Carbon model as the engine reads it: its codec, its card, and its forward passes (the fields below
+    are `BackendFields`, which both implementations extend)."""
 
     name: str
     path: Path

@@ -18,7 +18,7 @@ import torch
 from ..core.tags import TagScheme, load_tag_scheme
 from ..core.tokens import CarbonTokenizer, DnaConfig
 from ..errors import ModelError
-from .backend import Capabilities
+from .backend import BackendFields, Capabilities
 from .card import ModelCard
 from .checkpoint import TransformersDecoder, load_decoder
 from .decoder import Decoder, attention_kernels
@@ -28,40 +28,18 @@ from .memory import WorkingMemory
 HEAD_CHUNK = 2048  # tokens per block of the output projection, to bound memory on long inputs
 
 
-class Context:
-    """What a model reads at most, in tokens and in bases: a loaded model's and a served one's alike."""
-
-    tokenizer: CarbonTokenizer
-    max_tokens: int
-
-    @property
-    def k(self) -> int:
-        return self.tokenizer.k
-
-    @property
-    def max_bases(self) -> int:
-        return self.max_tokens * self.k
-
-
 @dataclass
-class ModelBundle(Context):
+class ModelBundle(BackendFields):
     """A loaded model with everything the engine needs to use it: the in-process `Backend`."""
 
     capabilities = Capabilities(where="in this process", holds_cache=True)
 
-    name: str
-    path: Path
     decoder: Decoder | TransformersDecoder  # the forward pass: Carbon Studio's own, or transformers' fallback
-    tokenizer: CarbonTokenizer
-    tags: TagScheme
     device: torch.device
     dtype: torch.dtype
-    max_tokens: int
     dna_head: torch.Tensor  # [4^k, hidden]: the k-mer rows of the output projection
     n_bytes: int
-    card: ModelCard  # what the model's directory says of itself: its scoring setup and measured quality
     memory: WorkingMemory  # what a request needs beside the weights, and the budget it must fit
-    draft: str | None = None
     info: dict = field(default_factory=dict)
     graph_pools: OrderedDict = field(default_factory=OrderedDict)  # graphs.GraphPool kept between runs
 

@@ -28,11 +28,8 @@ from pathlib import Path
 import torch
 
 from .. import settings
-from ..core.tags import TagScheme
-from ..core.tokens import CarbonTokenizer
 from ..errors import ScoresUnavailable
-from ..model.backend import Capabilities
-from ..model.bundle import Context
+from ..model.backend import BackendFields, Capabilities
 from ..model.card import ModelCard
 from .client import ServerClient, ServerError, ServerInfo
 from .design import design_steps
@@ -52,21 +49,15 @@ class KmersOutranked(ServerError, ScoresUnavailable):
 
 
 @dataclass
-class ServedModel(Context):
-    """A Carbon model whose forward passes run on an inference server: the served `Backend`."""
+class ServedModel(BackendFields):
+    """A Carbon model whose forward passes run on an inference server: the served `Backend` (its `draft`: the
+    server's own drafter, if any)."""
 
-    name: str
-    path: Path
-    tokenizer: CarbonTokenizer
-    tags: TagScheme
-    max_tokens: int
-    card: ModelCard
     server: ServerClient
     served: ServerInfo
     vocab_size: int  # ids of the model's vocabulary: what --max-logprobs must cover
     takes_designs: bool = False  # the server runs Carbon's design plugin (masks, base-level sampling)
     in_flight: int = IN_FLIGHT  # requests one job keeps at the server at once
-    draft: str | None = None  # the server drafts with its own speculative decoding, if any
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.in_flight)
