@@ -100,9 +100,8 @@ class MarkovModel:
     def _row(self, history: list[int], order: int, min_count: int = 1) -> np.ndarray:
         for k in range(order, -1, -1):
             index = sum(d * 4 ** (k - 1 - i) for i, d in enumerate(history[len(history) - k :])) if k else 0
-            row = self.counts[k][index]
-            if row.sum() >= min_count:
-                return row
+            if self.seen[k][index] >= min_count:
+                return self.counts[k][index]
         return self.counts[0][0]
 
     def recover(self, context: str, n: int, order: int) -> str:
