@@ -91,6 +91,9 @@ SETTINGS: tuple[Setting, ...] = (
             "refused", _whole(1)),
     Setting("CARBON_UPLOADS_MAX_MB", "1024", "MB Gradio's upload cache (uploads, and its copies of the files the "
             "page shows) may hold; an upload past it is refused until the hourly clean-up", _whole(1)),
+    Setting("GRADIO_TEMP_DIR", "", "where Gradio caches uploads and its copies of the files the page shows: each "
+            "server takes a folder of its own inside it, removed at exit (default: `gradio` in the system's "
+            "temporary folder)"),
     Setting("CARBON_PRELOAD", "1", "load every served model at start (0: at its first request)", _switch),
     Setting("CARBON_SHUTDOWN_GRACE_S", "25", "on SIGTERM, seconds the whole close may take (running jobs finish their "
             "current chunk in all but the last 9)",

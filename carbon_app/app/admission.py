@@ -24,6 +24,7 @@ closes (`gradio_app.stop_on_sigterm`); for that last moment `Door.close()` refus
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -149,8 +150,9 @@ class Admission:
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith(_UPLOAD) and self.uploads:
             length = dict(scope.get("headers", [])).get(b"content-length", b"")
-            refused = self.uploads.refusal(_scope_client(scope, self.hops),
-                                           int(length) if length.isdigit() else None)
+            # in a worker thread: a recount walks the cache folder, which the event loop must not wait on
+            refused = await asyncio.to_thread(self.uploads.refusal, _scope_client(scope, self.hops),
+                                              int(length) if length.isdigit() else None)
             if refused:
                 await _answer(send, *refused)
                 return

@@ -10,10 +10,12 @@ with an inference server (`Page.model_queue`); every event has an `api_name` for
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import gradio as gr
 from gradio.utils import get_upload_folder
@@ -27,6 +29,7 @@ from ..model.manager import ModelManager
 from . import formatting as fmt
 from . import model_thread
 from .admission import Admission, Door, UploadBudget, model_jobs
+from .cache_folder import own_cache_folder
 from .service import MAX_UPLOAD_BYTES, AppConfig, Service
 from .sign_in import HideApiSignedOut, sign_ins
 from .tabs.common import FREE, Page, guarded
@@ -203,6 +206,9 @@ def launch() -> None:
     auth = sign_ins(settings.get("CARBON_AUTH"))
     host, port = settings.get("GRADIO_SERVER_NAME"), settings.get("GRADIO_SERVER_PORT")
     check_port_free(host, port)  # before the models load, which takes a while
+    # Gradio's cache (uploads, its copies of served files) in a folder of this server's own: Gradio reads the
+    # variable whenever it writes there
+    os.environ["GRADIO_TEMP_DIR"] = str(own_cache_folder(Path(settings.get("GRADIO_TEMP_DIR") or get_upload_folder())))
     grace = settings.get("CARBON_SHUTDOWN_GRACE_S")
     manager = ModelManager()
     config = AppConfig.from_env()

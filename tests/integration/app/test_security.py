@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -338,10 +339,22 @@ def _megabytes(folder: Path) -> float:
 def test_uploads_keep_to_each_visitors_hourly_budget_and_the_caches_cap_at_full_speed(tmp_path):
     """CARBON_UPLOAD_MB_PER_HOUR (8 here) per visitor and CARBON_UPLOADS_MAX_MB (10) for Gradio's upload cache:
     each upload past either is refused with its sentence before it is read, and 40 visitors uploading at once
-    as fast as they can leave the cache within its cap (read on the disk)."""
+    as fast as they can leave the cache within its cap (read on the disk). The cap is the server's own folder's:
+    in a GRADIO_TEMP_DIR that already holds another app's 64 MB, a killed run's folder and a running server's,
+    uploads come in; the killed run's folder is removed as the server starts, the others are left, and the
+    server's own folder goes when it exits."""
+    import fcntl
+    import os
     from concurrent.futures import ThreadPoolExecutor
 
     cache = tmp_path / "gradio-cache"
+    for folder in ("other-app", "carbon-studio-killed", "carbon-studio-running"):
+        (cache / folder).mkdir(parents=True)
+        with open(cache / folder / "kept.bin", "wb") as f:
+            f.truncate(64 * 2**20)  # 64 MB as the disk's sizes read it (sparse: no time spent writing)
+        os.utime(cache / folder, (time.time() - 7200,) * 2)  # two hours old
+    running = os.open(cache / "carbon-studio-running", os.O_RDONLY)
+    fcntl.flock(running, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held, as a server that runs holds its own
     process, url = start_app(tmp_path / "app.log", CARBON_MODEL="", CARBON_OUTPUT_DIR=str(tmp_path / "out"),
                              HF_HUB_OFFLINE="1", GRADIO_TEMP_DIR=str(cache), CARBON_UPLOAD_MB_PER_HOUR="8",
                              CARBON_UPLOADS_MAX_MB="10")
@@ -366,10 +379,15 @@ def test_uploads_keep_to_each_visitors_hourly_budget_and_the_caches_cap_at_full_
         with ThreadPoolExecutor(max_workers=8) as pool:  # at full speed, 40 visitors
             answers = list(pool.map(lambda i: _upload(url, mb, 100 + i).status_code, range(40)))
         assert answers.count(200) <= 1 and set(answers) <= {200, 507}, answers  # room for 1 MB at most, then full
-        assert _megabytes(cache) <= 10.05
+        [own] = [folder for folder in cache.glob("carbon-studio-*") if folder.name != "carbon-studio-running"]
+        assert _megabytes(own) <= 10.05
+        left = {folder.name for folder in cache.iterdir()}  # (with an empty one Gradio makes for its own editor)
+        assert {"other-app", "carbon-studio-running", own.name} <= left and "carbon-studio-killed" not in left
     finally:
         process.terminate()
         process.wait(timeout=30)
+        os.close(running)
+    assert not own.exists() and (cache / "other-app" / "kept.bin").exists()
 
 
 def test_the_app_reports_to_no_one(tmp_path):
