@@ -55,7 +55,7 @@ CSS = """
 .carbon-ruler { color: #888; user-select: none; }
 .carbon-progress { min-height: 3.2em; }  /* an empty line that holds a progress bar, clear of the results */
 .carbon-prompt { font-family: ui-monospace, monospace; color: #999; overflow-x: auto; white-space: nowrap; }
-/* a phone: every tab on the bar, none behind a "more" menu (Gradio measures the buttons to decide) */
+/* a phone: the tabs small enough that all five fit one row at 400 px (they wrap to a second row below that) */
 @media (max-width: 640px) {
   .tab-wrapper .tab-container button { padding: 0 4px !important; font-size: 12px !important;
                                        letter-spacing: -0.01em; }
@@ -122,7 +122,9 @@ def build_app(manager: ModelManager | None = None, config: AppConfig | None = No
             # check ("Value: x is not in the list of choices") would log a traceback and name no field
             model = gr.Dropdown(models, value=models[0] if models else None, label="Model", **FREE)
         page = Page(service, model, examples, hbb)
-        with gr.Tabs() as tabs:
+        # every tab stays on the bar, a second row where a phone is narrow: Gradio's default hides the ones that
+        # do not fit behind a "more" menu, by measuring the buttons, which a 360-px phone (or a wider font) tips
+        with gr.Tabs(overflow_behavior="wrap") as tabs:
             with gr.Tab("Design", id="design"):
                 design_tab(page)
             with gr.Tab("Variant", id="variant"):

@@ -908,6 +908,29 @@ def test_a_scan_and_a_ranking_say_how_many_are_done_and_how_long_is_left(server,
         browser.close()
 
 
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_every_tab_stays_on_the_bar_of_a_narrow_phone(server):
+    """At 320 and 360 px (small phones; a wider font tips 400) all five tabs can be seen and opened: none is hidden
+    behind a "more" menu that Gradio fills by measuring the buttons."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        page = _new_page(browser, 320, 900)
+        page.goto(server)
+        page.get_by_role("tab", name="Design").wait_for()
+        for width in (320, 360):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_timeout(300)  # Gradio lays the bar out again on a resize
+            names = ["Design", "Variant", "VCF batch", "Mutation scan", "Models"]
+            assert all(page.get_by_role("tab", name=name, exact=True).is_visible() for name in names), width
+        page.get_by_role("tab", name="Models", exact=True).click()
+        page.get_by_text("Loaded models").first.wait_for()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+        browser.close()
+
+
 #: WCAG contrast of an element's text on the background it is drawn on (the nearest ancestor's that is opaque)
 _CONTRAST_JS = """el => {
   const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
