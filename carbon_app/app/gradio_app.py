@@ -208,9 +208,10 @@ def launch() -> None:
     auth = sign_ins(settings.get("CARBON_AUTH"))
     host, port = settings.get("GRADIO_SERVER_NAME"), settings.get("GRADIO_SERVER_PORT")
     check_port_free(host, port)  # before the models load, which takes a while
-    # Gradio's cache (uploads, its copies of served files) in a folder of this server's own: Gradio reads the
-    # variable whenever it writes there
-    os.environ["GRADIO_TEMP_DIR"] = str(own_cache_folder(Path(settings.get("GRADIO_TEMP_DIR") or get_upload_folder())))
+    # Gradio's cache (uploads, its copies of served files) in a folder of this server's own, which the uploads'
+    # cap measures: Gradio reads the variable whenever it writes there
+    cache = own_cache_folder(Path(settings.get("GRADIO_TEMP_DIR") or get_upload_folder()))
+    os.environ["GRADIO_TEMP_DIR"] = str(cache)
     grace = settings.get("CARBON_SHUTDOWN_GRACE_S")
     manager = ModelManager()
     config = AppConfig.from_env()
@@ -233,7 +234,7 @@ def launch() -> None:
     hops = (1 if settings.get("SPACE_ID") else 0) if hops is None else hops  # a Space's requests come by its proxy
     door = Door()
     mb = 2**20
-    uploads = UploadBudget(get_upload_folder(), settings.get("CARBON_UPLOADS_MAX_MB") * mb,
+    uploads = UploadBudget(cache, settings.get("CARBON_UPLOADS_MAX_MB") * mb,
                            settings.get("CARBON_UPLOAD_MB_PER_HOUR") * mb, request_bytes=MAX_UPLOAD_BYTES + mb)
     middleware = [Middleware(Admission, blocks=demo, limit=settings.get("CARBON_JOBS_PER_CLIENT"), proxy_hops=hops,
                              door=door, uploads=uploads)]
